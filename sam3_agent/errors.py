@@ -1,0 +1,20 @@
+"""Errors raised to the caller. Model mistakes are not errors: they become feedback (see ``parsing``)."""
+
+
+class Sam3AgentError(Exception):
+    """Base class of the errors this package raises on purpose."""
+
+
+class InputError(Sam3AgentError, ValueError):
+    """Bad user input (not an image, too many pixels, empty query...). The message says what to do."""
+
+
+class BackendError(Sam3AgentError, RuntimeError):
+    """A model backend failed (weights missing, out of memory, server unreachable).
+
+    The message names the model and how to fix the problem.
+    """
+
+
+class TraceFormatError(Sam3AgentError, ValueError):
+    """A saved trace is malformed, too large, or of an unknown schema version."""

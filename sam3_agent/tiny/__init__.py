@@ -1,0 +1,1 @@
+"""Builders of tiny random-weight models (real architectures, shrunken configs) for offline tests and demos."""

@@ -1,0 +1,153 @@
+"""The context policy (sam3_agent.context.build_context)."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+
+from sam3_agent.context import build_context, tried_phrases
+from sam3_agent.types import ImagePart, Message, TextPart, ToolCall
+
+
+def fmt(key: str, **fields: str) -> str:
+    if key == "tried_phrases_note":
+        return f"NOTE tried: {fields['phrases']}"
+    if key == "image_omitted":
+        return "[older image omitted]"
+    raise KeyError(key)
+
+
+def img(name: str, shade: int) -> ImagePart:
+    return ImagePart(Image.new("RGB", (8, 6), (shade, shade, shade)), name)
+
+
+def assistant_segment(phrase: str) -> Message:
+    call = ToolCall("segment_phrase", {"text_prompt": phrase}, "segment_phrase")
+    text = f'<think>try {phrase}</think>\n<tool>{{"name": "segment_phrase", "parameters": {{"text_prompt": "{phrase}"}}}}</tool>'
+    return Message("assistant", (TextPart(text),), call, starts_masks=True)
+
+
+def assistant_call(name: str) -> Message:
+    return Message("assistant", (TextPart(f'<tool>{{"name": "{name}"}}</tool>'),), ToolCall(name, {}, name))
+
+
+def base() -> list[Message]:
+    return [
+        Message("system", (TextPart("SYSTEM"),)),
+        Message("user", (img("raw", 10), TextPart("query: the child"))),
+    ]
+
+
+def issue_example() -> list[Message]:
+    return base() + [
+        assistant_segment("person"),
+        Message("user", (TextPart("5 masks"), img("round1_overlay", 20))),
+        assistant_segment("child"),
+        Message("user", (TextPart("3 masks"), img("round2_overlay", 30))),
+        assistant_call("examine_each_mask"),
+        Message("user", (TextPart("1 mask kept"), img("round3_overlay", 40))),
+    ]
+
+
+def count_images(messages: list[Message]) -> int:
+    return sum(len(m.images) for m in messages)
+
+
+def test_issue_example_keeps_0_1_4_5_6_7() -> None:
+    sent, record = build_context(issue_example(), fmt)
+    assert record.kept == (0, 1, 4, 5, 6, 7)
+    assert record.dropped == (2, 3)
+    assert [m.text.splitlines()[0] for m in sent] == [
+        "SYSTEM",
+        "query: the child",
+        sent[2].text.splitlines()[0],
+        "3 masks",
+        '<tool>{"name": "examine_each_mask"}</tool>',
+        "1 mask kept",
+    ]
+    assert sent[2].call == ToolCall("segment_phrase", {"text_prompt": "child"}, "segment_phrase")
+
+
+def test_issue_example_note_names_earlier_phrase_on_message_1() -> None:
+    sent, record = build_context(issue_example(), fmt)
+    assert record.note == 'NOTE tried: "person"'
+    assert sent[1].parts[-1] == TextPart('NOTE tried: "person"')
+    assert sent[1].images[0].name == "raw"
+
+
+def test_issue_example_older_overlay_becomes_text_and_two_images_remain() -> None:
+    sent, record = build_context(issue_example(), fmt)
+    assert sent[3].parts == (TextPart("3 masks"), TextPart("[older image omitted]"))
+    assert record.images_as_text == (5,)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round3_overlay"]
+    assert record.image_count == count_images(sent) == 2
+
+
+def test_stored_messages_are_not_modified() -> None:
+    history = issue_example()
+    before = list(history)
+    build_context(history, fmt)
+    assert history == before
+    assert len(history[1].parts) == 2 and history[5].images[0].name == "round2_overlay"
+
+
+def test_before_any_segment_everything_is_kept_without_note() -> None:
+    history = base() + [
+        Message("assistant", (TextPart("I think it is the child."),)),
+        Message("user", (TextPart("no tool call, please call a tool"),)),
+    ]
+    sent, record = build_context(history, fmt)
+    assert record.kept == (0, 1, 2, 3) and record.dropped == () and record.note is None
+    assert sent == history
+
+
+def test_first_segment_has_no_note() -> None:
+    history = base() + [assistant_segment("person"), Message("user", (TextPart("5 masks"), img("round1_overlay", 5)))]
+    _, record = build_context(history, fmt)
+    assert record.kept == (0, 1, 2, 3) and record.note is None and record.image_count == 2
+
+
+def test_refused_segment_call_does_not_move_the_boundary() -> None:
+    refused = Message(
+        "assistant", (TextPart("again person"),), ToolCall("segment_phrase", {"text_prompt": "person"}), False
+    )
+    history = base() + [
+        assistant_segment("person"),
+        Message("user", (TextPart("5 masks"), img("round1_overlay", 5))),
+        refused,
+        Message("user", (TextPart("already used"),)),
+    ]
+    _, record = build_context(history, fmt)
+    assert record.kept == (0, 1, 2, 3, 4, 5) and record.note is None
+
+
+def test_context_stays_bounded_over_many_rounds() -> None:
+    history = base()
+    for k in range(40):
+        history += [assistant_segment(f"thing {k}"), Message("user", (TextPart(f"{k}"), img(f"round{k}_overlay", k)))]
+        history += [assistant_call("examine_each_mask"), Message("user", (TextPart("kept"), img(f"round{k}_b", k)))]
+    sent, record = build_context(history, fmt)
+    assert len(sent) == 6
+    assert record.image_count == 2 == count_images(sent)
+    assert tried_phrases(history, before=record.kept[2]) == [f"thing {k}" for k in range(39)]
+    assert record.note is not None and record.note.count('"thing') == 39
+
+
+def test_at_most_two_images_even_with_several_images_in_one_message() -> None:
+    history = base() + [
+        assistant_segment("cup"),
+        Message("user", (img("a", 1), img("b", 2), TextPart("two images"))),
+    ]
+    sent, record = build_context(history, fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "b"]
+    assert record.image_count == 2
+
+
+def test_conversation_must_start_with_system_and_user() -> None:
+    with pytest.raises(ValueError, match="starts with a system message"):
+        build_context([Message("user", (TextPart("hi"),))], fmt)
+
+
+def test_tried_phrases_dedupes_case_insensitively_in_first_use_order() -> None:
+    history = base() + [assistant_segment("Person"), assistant_segment("cup"), assistant_segment("person ")]
+    assert tried_phrases(history) == ["Person", "cup"]
