@@ -1,0 +1,334 @@
+"""The agent loop: rounds of (context → VLM → parsed call → tool), as an iterator of events.
+
+One ``AgentRun`` is one run on one image. Iterate it to drive the run; every front end (CLI, UI,
+tests) consumes the same events. ``run.trace`` is always the trace so far, so a failed, stopped
+or abandoned run still leaves its trace.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator
+
+from PIL import Image
+
+from .context import build_context
+from .errors import BackendError, InputError
+from .masks import IOM_THRESHOLD, SCORE_THRESHOLD
+from .parsing import parse_response
+from .prompts import Prompts, load_prompts
+from .segmenter import Segmenter
+from .tools import ToolOutcome, Tools, ToolState
+from .types import (
+    Event,
+    Generation,
+    ImagePart,
+    Message,
+    Round,
+    RoundFinished,
+    RoundStarted,
+    RunFinished,
+    TextPart,
+    TokenStreamed,
+    ToolResult,
+    ToolStarted,
+    Trace,
+)
+from .verify import RunCancelled
+from .vlm.base import VLM
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_ROUNDS = 30
+MAX_QUERY_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Limits and thresholds of a run.
+
+    Attributes:
+        max_rounds: round budget; every main VLM call counts, mistakes included.
+        score_threshold: SAM 3 score below which masks are dropped (reference agent: 0.5).
+        iom_threshold: intersection-over-smaller-area above which the lower-scoring mask is dropped
+            (reference agent: 0.3).
+        max_new_tokens: token budget of each main VLM call (``None``: the backend's default).
+        verify_max_new_tokens: token budget of each verification call (``None``: backend default).
+    """
+
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    score_threshold: float = SCORE_THRESHOLD
+    iom_threshold: float = IOM_THRESHOLD
+    max_new_tokens: int | None = None
+    verify_max_new_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1:
+            raise InputError(f"max_rounds must be at least 1, got {self.max_rounds}")
+        if not 0.0 <= self.score_threshold <= 1.0:
+            raise InputError(f"score_threshold must be in [0, 1], got {self.score_threshold}")
+        if not 0.0 <= self.iom_threshold <= 1.0:
+            raise InputError(f"iom_threshold must be in [0, 1], got {self.iom_threshold}")
+
+
+class Agent:
+    """A VLM that answers segmentation queries by calling SAM 3 through four tools.
+
+    Args:
+        vlm: main model.
+        segmenter: SAM 3 backend.
+        config: limits and thresholds.
+        prompts: prompt texts (default: the ``prompts/`` folder).
+        verifier: model for the per-mask verification calls (default: ``vlm``).
+        settings: extra JSON-compatible settings recorded in every trace (e.g. model ids, device).
+
+    Backends are shared: several runs may exist at once; each run owns its state.
+    """
+
+    def __init__(
+        self,
+        vlm: VLM,
+        segmenter: Segmenter,
+        config: AgentConfig | None = None,
+        prompts: Prompts | None = None,
+        verifier: VLM | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        self.vlm = vlm
+        self.verifier = verifier if verifier is not None else vlm
+        self.segmenter = segmenter
+        self.config = config or AgentConfig()
+        self.prompts = prompts or load_prompts()
+        self.extra_settings = dict(settings or {})
+        self.tools = Tools(
+            segmenter,
+            self.verifier,
+            self.prompts,
+            score_threshold=self.config.score_threshold,
+            iom_threshold=self.config.iom_threshold,
+            verify_max_new_tokens=self.config.verify_max_new_tokens,
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """Everything a trace records about how it was produced (JSON-compatible)."""
+        return {
+            "vlm": getattr(self.vlm, "name", type(self.vlm).__name__),
+            "verifier": getattr(self.verifier, "name", type(self.verifier).__name__),
+            "segmenter": getattr(self.segmenter, "name", type(self.segmenter).__name__),
+            **asdict(self.config),
+            "prompt_sha256": self.prompts.hashes(),
+            **self.extra_settings,
+        }
+
+    def start(self, image: Image.Image, query: str) -> "AgentRun":
+        """A new run; nothing happens until it is iterated.
+
+        Args:
+            image: RGB PIL image (see ``images.load_image``), original resolution.
+            query: the user's query.
+
+        Raises:
+            InputError: empty or overlong query, or an image that is not RGB.
+        """
+        query = query.strip() if isinstance(query, str) else ""
+        if not query:
+            raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InputError(f"the query has {len(query)} characters; shorten it to at most {MAX_QUERY_CHARS}")
+        if not isinstance(image, Image.Image) or image.mode != "RGB":
+            raise InputError("the image must be an RGB PIL image: load it with sam3_agent.images.load_image")
+        return AgentRun(self, image, query)
+
+    def run(self, image: Image.Image, query: str) -> Trace:
+        """Run to the end without looking at events; returns the trace (any status)."""
+        agent_run = self.start(image, query)
+        for _event in agent_run:
+            pass
+        return agent_run.trace
+
+
+class AgentRun:
+    """One run: iterate it for events; ``trace`` always holds the trace so far; ``cancel()`` stops it."""
+
+    def __init__(self, agent: Agent, image: Image.Image, query: str) -> None:
+        self.agent = agent
+        self.stop_event = threading.Event()
+        prompts = agent.prompts
+        self.trace = Trace(query=query, image=image, settings=agent.settings(), started_at=time.time())
+        self.trace.messages.append(Message("system", (TextPart(prompts.main_system),)))
+        self.trace.messages.append(
+            Message("user", (ImagePart(image, "raw"), TextPart(prompts.format("initial_user", query=query))))
+        )
+        self.state = ToolState(image=image, query=query)
+        self._events: Iterator[Event] | None = None
+
+    def cancel(self) -> None:
+        """Ask the run to stop: generation ends promptly and the trace gets status ``cancelled``."""
+        self.stop_event.set()
+
+    def abandon(self, reason: str) -> None:
+        """Mark a run that its caller stopped driving (e.g. Ctrl-C) as ``cancelled``, keeping its trace."""
+        self.stop_event.set()
+        if self.trace.status == "running":
+            self._finish("cancelled", reason)
+
+    def __iter__(self) -> Iterator[Event]:
+        if self._events is None:
+            self._events = self._loop()
+        return self._events
+
+    # ------------------------------------------------------------------ the loop
+
+    def _finish(self, status: str, error: str | None = None) -> RunFinished:
+        self.trace.status = status  # type: ignore[assignment]
+        self.trace.error = error
+        self.trace.finished_at = time.time()
+        return RunFinished(self.trace)
+
+    def _loop(self) -> Iterator[Event]:
+        trace = self.trace
+        config = self.agent.config
+        try:
+            for round_index in range(1, config.max_rounds + 1):
+                ended = yield from self._round(round_index)
+                if ended:
+                    return
+            yield self._finish(
+                "max_rounds", f"the round budget of {config.max_rounds} rounds ran out before the model answered"
+            )
+        except GeneratorExit:
+            if trace.status == "running":
+                self._finish("cancelled", "the run was closed before it finished")
+            raise
+        except BackendError as fault:
+            logger.error("run failed: %s", fault)
+            yield self._finish("failed", str(fault))
+        except Exception as fault:  # an unexpected bug must still leave a trace
+            logger.exception("run failed unexpectedly")
+            yield self._finish("failed", f"internal error: {type(fault).__name__}: {fault}")
+
+    def _round(self, round_index: int) -> Iterator[Event]:
+        """One round; returns True (via StopIteration) when the run ended."""
+        trace = self.trace
+        agent = self.agent
+        if self.stop_event.is_set():
+            yield self._finish("cancelled", "stopped by the user")
+            return True
+        sent, record = build_context(trace.messages, agent.prompts.format)
+        yield RoundStarted(round_index, record, agent.config.max_rounds)
+
+        started = time.perf_counter()
+        generation: Generation | None = None
+        pieces: list[str] = []
+        try:
+            for item in agent.vlm.stream(sent, max_new_tokens=agent.config.max_new_tokens, stop=self.stop_event):
+                if isinstance(item, Generation):
+                    generation = item
+                elif item:
+                    pieces.append(item)
+                    yield TokenStreamed(round_index, item)
+        except BackendError as fault:
+            self._record_failed_round(round_index, record, "".join(pieces), started, str(fault))
+            raise
+        vlm_seconds = time.perf_counter() - started
+        if generation is None:
+            raise BackendError(f"VLM backend {agent.vlm.name!r} ended its stream without a result")
+        if generation.finish_reason == "cancelled":
+            self._append_round(
+                Round(round_index, record, generation.text, "cancelled", None, "cancelled", None, None,
+                      None, None, generation.prompt_tokens, generation.output_tokens, vlm_seconds)
+            )
+            yield RoundFinished(trace.rounds[-1])
+            yield self._finish("cancelled", "stopped by the user")
+            return True
+
+        parsed = parse_response(generation.text, generation.finish_reason)
+        tool_started = time.perf_counter()
+        if parsed.call is None:
+            outcome = agent.tools.feedback(parsed.error or "no_tool_call", parsed.error_fields, self.state)
+        else:
+            yield ToolStarted(round_index, parsed.call)
+            try:
+                outcome = yield from agent.tools.run(parsed.call, self.state, round_index, self.stop_event)
+            except RunCancelled:
+                trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
+                self._append_round(
+                    Round(round_index, record, generation.text, generation.finish_reason, parsed.call,
+                          "cancelled", None, None, len(trace.messages) - 1, None, generation.prompt_tokens,
+                          generation.output_tokens, vlm_seconds, time.perf_counter() - tool_started)
+                )
+                yield RoundFinished(trace.rounds[-1])
+                yield self._finish("cancelled", "stopped by the user")
+                return True
+            except BackendError as fault:
+                trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
+                self._record_failed_round(round_index, record, generation.text, started, str(fault),
+                                          call=parsed.call, assistant_index=len(trace.messages) - 1)
+                raise
+            outcome = self._with_notes(outcome, parsed.name_corrected, parsed.call, parsed.ignored_calls)
+        tool_seconds = time.perf_counter() - tool_started
+
+        trace.messages.append(
+            Message("assistant", (TextPart(parsed.stored_text),), parsed.call, outcome.starts_masks)
+        )
+        assistant_index = len(trace.messages) - 1
+        reply_index = None
+        if outcome.result.reply is not None and not outcome.result.ends_run:
+            trace.messages.append(outcome.result.reply)
+            reply_index = len(trace.messages) - 1
+        self._append_round(
+            Round(
+                index=round_index,
+                context=record,
+                output=generation.text,
+                finish_reason=generation.finish_reason,
+                call=parsed.call,
+                error=outcome.error,
+                error_detail=outcome.error_detail,
+                result=outcome.result,
+                assistant_index=assistant_index,
+                reply_index=reply_index,
+                prompt_tokens=generation.prompt_tokens,
+                output_tokens=generation.output_tokens,
+                vlm_seconds=vlm_seconds,
+                tool_seconds=tool_seconds,
+            )
+        )
+        yield RoundFinished(trace.rounds[-1])
+        if outcome.status is not None:
+            trace.final_masks = outcome.result.final_masks
+            yield self._finish(outcome.status)
+            return True
+        return False
+
+    def _with_notes(self, outcome: ToolOutcome, name_corrected: bool, call: Any, ignored: int) -> ToolOutcome:
+        """Prefix the reply with notes about a corrected tool name or ignored extra calls."""
+        prompts = self.agent.prompts
+        notes = []
+        if name_corrected:
+            notes.append(prompts.format("name_corrected", raw=call.raw_name, name=call.name))
+        if ignored:
+            notes.append(prompts.format("ignored_calls", count=ignored))
+        reply = outcome.result.reply
+        if not notes or reply is None:
+            return outcome
+        first = reply.parts[0]
+        text = "\n".join(notes) + ("\n\n" + first.text if isinstance(first, TextPart) else "")
+        rest = reply.parts[1:] if isinstance(first, TextPart) else reply.parts
+        new_reply = Message(reply.role, (TextPart(text),) + tuple(rest), reply.call, reply.starts_masks)
+        result = ToolResult(new_reply, outcome.result.masks, outcome.result.ends_run, outcome.result.final_masks,
+                            outcome.result.verdicts, outcome.result.summary)
+        return ToolOutcome(result, outcome.error, outcome.error_detail, outcome.starts_masks, outcome.status)
+
+    def _append_round(self, round_record: Round) -> None:
+        self.trace.rounds.append(round_record)
+
+    def _record_failed_round(self, round_index: int, record: Any, output: str, started: float, reason: str,
+                             call: Any = None, assistant_index: int | None = None) -> None:
+        self._append_round(
+            Round(round_index, record, output, "stop", call, "backend_error", reason, None, assistant_index, None,
+                  vlm_seconds=time.perf_counter() - started)
+        )

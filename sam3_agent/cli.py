@@ -1,0 +1,183 @@
+"""Command line: ``python -m sam3_agent run --image PATH --query TEXT --out DIR``.
+
+Prints each round as it happens and writes to DIR: ``trace.json`` (+ ``images/*.png``),
+``final_overlay.png`` and ``final_masks.json`` (COCO results format).
+
+Exit status: 0 finished (masks or no mask); 2 bad input; 3 backend failure; 4 round budget
+exhausted; 130 stopped (Ctrl-C). Failures print one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from .agent import DEFAULT_MAX_ROUNDS, Agent, AgentConfig
+from .errors import BackendError, InputError, Sam3AgentError
+from .images import load_image
+from .masks import to_coco_results
+from .parsing import parse_response
+from .presets import BackendSettings, build_backends
+from .render import render_numbered_overlay
+from .trace_io import save_trace
+from .types import (
+    Event,
+    MaskVerdictReady,
+    RoundFinished,
+    RoundStarted,
+    RunFinished,
+    ToolCall,
+    Trace,
+)
+
+EXIT_OK, EXIT_INPUT, EXIT_BACKEND, EXIT_BUDGET, EXIT_STOPPED = 0, 2, 3, 4, 130
+EXCERPT_CHARS = 160
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sam3_agent", description="SAM3 Agent command line")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="answer a query on one image and write the trace and masks")
+    run.add_argument("--image", required=True, help="path of the photo (JPEG, PNG, WebP, TIFF...)")
+    run.add_argument("--query", required=True, help='what to segment, e.g. "the leftmost child in a blue vest"')
+    run.add_argument("--out", required=True, help="output folder (created if needed)")
+    run.add_argument("--preset", choices=["real", "tiny"], default="real",
+                     help="real: Hub models (default); tiny: random tiny models, offline (code paths only)")
+    run.add_argument("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder (default Qwen/Qwen3-VL-8B-Instruct)")
+    run.add_argument("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument("--vlm-server-model", help="model name on that server")
+    run.add_argument("--script", help="JSON file of VLM responses to replay instead of a model")
+    run.add_argument("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
+    run.add_argument("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
+                     help="architecture of the tiny VLM (with --preset tiny)")
+    run.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
+    run.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS, help="round budget (default 30)")
+    run.add_argument("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
+    run.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
+    run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
+    run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
+    run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    return parser
+
+
+def _call_text(call: ToolCall) -> str:
+    params = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.parameters.items())
+    return f"{call.name}({params})"
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 3] + "..."
+
+
+def print_event(event: Event, stream: TextIO) -> None:
+    """One event as the CLI shows it (round headers, reasoning excerpt, call, outcome, verdicts)."""
+    if isinstance(event, RoundStarted):
+        note = f", {len(event.context.dropped)} message(s) pruned" if event.context.dropped else ""
+        stream.write(f"Round {event.round_index}/{event.max_rounds}: asking the VLM "
+                     f"({len(event.context.kept)} messages, {event.context.image_count} image(s){note})\n")
+    elif isinstance(event, MaskVerdictReady):
+        v = event.verdict
+        source = "" if v.source == "model" else " (no verdict given; kept)"
+        stream.write(f"    mask {v.mask_number}/{event.total}: {v.verdict}{source}\n")
+    elif isinstance(event, RoundFinished):
+        r = event.round
+        thinking = parse_response(r.output, r.finish_reason).thinking if r.output else ""
+        if thinking:
+            stream.write(f"  reasoning: {_excerpt(thinking)}\n")
+        if r.call is not None:
+            stream.write(f"  call: {_call_text(r.call)}\n")
+        if r.error:
+            stream.write(f"  mistake ({r.error}): {_excerpt(r.error_detail or r.output)}\n")
+        elif r.result is not None:
+            stream.write(f"  result: {r.result.summary}\n")
+        tokens = f", {r.prompt_tokens} prompt tokens" if r.prompt_tokens else ""
+        stream.write(f"  time: VLM {r.vlm_seconds:.1f} s, tool {r.tool_seconds:.1f} s{tokens}\n")
+    elif isinstance(event, RunFinished):
+        t = event.trace
+        count = len(t.final_masks) if t.final_masks is not None else 0
+        stream.write(f"Finished: {t.status} after {len(t.rounds)} round(s), {count} final mask(s)\n")
+    stream.flush()
+
+
+def write_outputs(trace: Trace, out: Path) -> None:
+    """Write trace.json (+ images), final_overlay.png and final_masks.json into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    save_trace(trace, out)
+    final = trace.final_masks
+    if final is not None and len(final):
+        overlay = render_numbered_overlay(trace.image, final.masks)
+        results = to_coco_results(final)
+    else:
+        overlay = trace.image.copy()
+        results = []
+    overlay.save(out / "final_overlay.png")
+    (out / "final_masks.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    settings = BackendSettings(
+        preset=args.preset,
+        vlm_model=args.vlm_model,
+        vlm_server=args.vlm_server,
+        vlm_server_model=args.vlm_server_model,
+        script=args.script,
+        sam3_model=args.sam3_model,
+        device=args.device,
+        min_pixels=args.min_pixels,
+        max_pixels=args.max_pixels,
+        max_new_tokens=args.max_new_tokens,
+        tiny_vlm_kind=args.tiny_vlm,
+    )
+    try:
+        image = load_image(args.image)
+        config = AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold)
+        if not args.query.strip():
+            raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
+    except InputError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_INPUT
+    try:
+        stdout.write("Loading models...\n")
+        stdout.flush()
+        loaded = time.perf_counter()
+        backends = build_backends(settings)
+        stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
+    except InputError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_INPUT
+    except BackendError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_BACKEND
+    agent = Agent(backends.vlm, backends.segmenter, config, verifier=backends.verifier, settings=backends.settings)
+    if args.preset == "tiny" and not args.script:
+        stdout.write("Note: tiny models have random weights; their output means nothing.\n")
+    agent_run = agent.start(image, args.query)
+    try:
+        for event in agent_run:
+            print_event(event, stdout)
+    except KeyboardInterrupt:
+        agent_run.abandon("stopped by the user (Ctrl-C)")
+    trace = agent_run.trace
+    out = Path(args.out)
+    write_outputs(trace, out)
+    stdout.write(f"Wrote {out / 'trace.json'}, {out / 'final_overlay.png'}, {out / 'final_masks.json'}\n")
+    if trace.status in ("done", "no_mask"):
+        return EXIT_OK
+    stderr.write(f"error: {trace.status}: {trace.error}\n")
+    return {"failed": EXIT_BACKEND, "max_rounds": EXIT_BUDGET}.get(trace.status, EXIT_STOPPED)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return run_command(args, sys.stdout, sys.stderr)
+    except Sam3AgentError as error:  # anything we raise on purpose is one line for the user
+        sys.stderr.write(f"error: {error}\n")
+        return EXIT_INPUT if isinstance(error, InputError) else EXIT_BACKEND

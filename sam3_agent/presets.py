@@ -1,0 +1,162 @@
+"""Named model sets and backend construction (models load once per process and are shared).
+
+Presets:
+- ``real``: SAM 3 (``facebook/sam3``) and Qwen3-VL-8B-Instruct from the Hugging Face Hub or local
+  folders; the VLM may instead be an OpenAI-compatible server.
+- ``tiny``: SAM 3 and Qwen-VL with the real architectures, shrunken configs and random seeded
+  weights, built locally and loaded through ``from_pretrained`` like real weights. Offline; for
+  tests and demos of the code paths. Random weights: their masks and text mean nothing.
+
+Any preset can take a scripted VLM (``script``): the responses replay in order, SAM 3 still runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import InputError
+from .segmenter import DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter
+from .vlm.base import VLM
+
+Preset = Literal["real", "tiny"]
+TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl"]
+TINY_MAX_NEW_TOKENS = 48  # random weights ramble; keep tiny runs short
+_build_lock = threading.Lock()
+
+
+def cache_dir() -> Path:
+    """Where built tiny models live: ``$SAM3_AGENT_CACHE`` or ``~/.cache/sam3_agent``."""
+    return Path(os.environ.get("SAM3_AGENT_CACHE") or Path.home() / ".cache" / "sam3_agent")
+
+
+def tiny_model_paths(vlm_kind: TinyVlmKind = "qwen3_vl") -> tuple[Path, Path]:
+    """Build (once) and return the folders of the tiny SAM 3 and tiny Qwen-VL models."""
+    from .tiny.qwen import build_tiny_qwen
+    from .tiny.sam3 import build_tiny_sam3
+
+    root = cache_dir() / "tiny"
+    with _build_lock:
+        sam3 = build_tiny_sam3(root / "sam3")
+        vlm = build_tiny_qwen(root / vlm_kind, kind=vlm_kind)
+    return sam3, vlm
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """How to build the backends of a run.
+
+    Attributes:
+        preset: ``"real"`` or ``"tiny"``.
+        vlm_model: Hugging Face id or local folder of a Qwen2.5-VL / Qwen3-VL model (``real`` preset).
+        vlm_server: base URL of an OpenAI-compatible server (e.g. ``http://127.0.0.1:8000/v1``);
+            replaces the local VLM.
+        vlm_server_model: model name to ask that server for.
+        api_key: bearer token for that server (default: ``$OPENAI_API_KEY`` when set).
+        script: JSON file of scripted VLM responses (see ``vlm.scripted.load_script``).
+        sam3_model: Hugging Face id or local folder of SAM 3 (``real`` preset).
+        device: ``"cuda"``, ``"cpu"`` or ``None`` (CUDA when available).
+        min_pixels / max_pixels: bounds on the pixels of each image given to the local VLM.
+        max_new_tokens: token budget of each VLM call (``None``: backend default).
+        tiny_vlm_kind: which tiny VLM architecture the ``tiny`` preset uses.
+    """
+
+    preset: Preset = "real"
+    vlm_model: str | None = None
+    vlm_server: str | None = None
+    vlm_server_model: str | None = None
+    api_key: str | None = None
+    script: str | None = None
+    sam3_model: str | None = None
+    device: str | None = None
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+    max_new_tokens: int | None = None
+    tiny_vlm_kind: TinyVlmKind = "qwen3_vl"
+
+
+@dataclass(frozen=True)
+class Backends:
+    """The built backends and what to record about them in a trace."""
+
+    vlm: VLM
+    verifier: VLM
+    segmenter: Segmenter
+    settings: dict[str, Any]
+
+
+@functools.lru_cache(maxsize=4)
+def _local_vlm(model: str, device: str | None, min_pixels: int | None, max_pixels: int | None,
+               max_new_tokens: int) -> VLM:
+    from .vlm.transformers_qwen import TransformersQwenVLM
+
+    return TransformersQwenVLM.from_pretrained(
+        model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, max_new_tokens=max_new_tokens
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _segmenter(model: str, device: str | None) -> Segmenter:
+    return Sam3Segmenter.from_pretrained(model, device=device)
+
+
+def build_backends(settings: BackendSettings) -> Backends:
+    """Build (or reuse, within this process) the VLM, verifier and SAM 3 backends.
+
+    Raises:
+        InputError: inconsistent settings (e.g. a server URL without a model name, an unknown preset).
+        BackendError: a model cannot be loaded (the message names it and says how to fix it).
+    """
+    from .vlm.transformers_qwen import DEFAULT_VLM_MODEL
+
+    if settings.preset not in ("real", "tiny"):
+        raise InputError(f"unknown preset {settings.preset!r}: use 'real' or 'tiny'")
+    if settings.vlm_server and not settings.vlm_server_model:
+        raise InputError("a VLM server needs a model name too (--vlm-server-model)")
+    sources = [s for s in (settings.vlm_server, settings.script) if s]
+    if len(sources) > 1:
+        raise InputError("choose one VLM: a server URL or a script file, not both")
+
+    record: dict[str, Any] = {"preset": settings.preset, "device": settings.device}
+    if settings.preset == "tiny":
+        sam3_path, vlm_path = tiny_model_paths(settings.tiny_vlm_kind)
+        sam3_id, vlm_id = str(sam3_path), str(vlm_path)
+        max_new_tokens = settings.max_new_tokens or TINY_MAX_NEW_TOKENS
+    else:
+        sam3_id = settings.sam3_model or DEFAULT_SAM3_MODEL
+        vlm_id = settings.vlm_model or DEFAULT_VLM_MODEL
+        max_new_tokens = settings.max_new_tokens or 1024
+    segmenter = _segmenter(sam3_id, settings.device)
+    record["sam3_model"] = sam3_id
+
+    if settings.script:
+        from .vlm.scripted import ScriptedVLM, load_script
+
+        script = load_script(settings.script)
+        vlm: VLM = ScriptedVLM(script["main"], name=f"scripted:{Path(settings.script).name}")
+        verifier: VLM = ScriptedVLM(script["verify"], name=f"scripted-verify:{Path(settings.script).name}")
+        record["vlm_model"] = f"script {Path(settings.script).name}"
+    elif settings.vlm_server:
+        from .vlm.openai_server import OpenAIServerVLM
+
+        vlm = OpenAIServerVLM(
+            settings.vlm_server,
+            settings.vlm_server_model or "",
+            api_key=settings.api_key or os.environ.get("OPENAI_API_KEY"),
+            max_new_tokens=max_new_tokens,
+        )
+        verifier = vlm
+        record["vlm_model"] = settings.vlm_server_model
+        record["vlm_server"] = settings.vlm_server
+    else:
+        vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, settings.max_pixels, max_new_tokens)
+        verifier = vlm
+        record["vlm_model"] = vlm_id
+        record["min_pixels"] = settings.min_pixels
+        record["max_pixels"] = settings.max_pixels
+    record["max_new_tokens"] = max_new_tokens
+    return Backends(vlm, verifier, segmenter, record)

@@ -1,0 +1,468 @@
+"""Images shown to the model: numbered mask overlays, single-mask views and zoomed views.
+
+Everything is drawn with numpy and OpenCV on ``uint8 (H, W, 3)`` RGB arrays; work per mask is
+restricted to the mask's bounding box (plus the contour width), so drawing stays fast on large
+photos with many masks.
+
+Drawing rules, shared by every view:
+  * fill: inside the mask, each pixel becomes ``(p * (256 - w) + c * w + 128) >> 8`` with
+    ``w = round(FILL_ALPHA * 256)`` (integer alpha blend of pixel ``p`` and mask colour ``c``);
+  * contour: an inner border of the mask, ``contour_width`` pixels wide, painted in the solid
+    mask colour (it lies on mask pixels only, so pixels outside every mask stay unchanged);
+  * labels (numbered overlay only): the number in black or white on a solid box of the mask's
+    colour, centred on the mask's deepest interior point and clamped inside the image.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from sam3_agent.masks import boxes_from_masks
+
+logger = logging.getLogger(__name__)
+
+FILL_ALPHA = 0.45  # translucency of the mask fill: the image stays visible underneath
+_FILL_WEIGHT = round(FILL_ALPHA * 256)  # 115: the blend weight out of 256
+ZOOM_MIN_LONG_SIDE = 384  # zoom crops are upscaled until their longer side reaches this (px)
+ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
+ZOOM_SEPARATOR_COLOR = (255, 255, 255)
+_FONT = cv2.FONT_HERSHEY_SIMPLEX
+_MAX_LABEL_CANDIDATES = 200  # interior points tried when nudging a label away from others
+
+
+@dataclass(frozen=True)
+class DrawStyle:
+    """Line and text sizes for an image, scaled with its longer side ``s`` (pixels).
+
+    Attributes:
+        contour_width: px, ``max(1, round(s / 400))`` (1 px at 300 px, 10 px at 4000 px).
+        font_scale: OpenCV Hershey scale, ``max(0.5, s / 1100)`` (digits about 11 px tall at
+            300 px, about 80 px at 4000 px).
+        text_thickness: px, ``max(1, round(1.6 * font_scale))``.
+        padding: px between the digits and the edge of their box.
+    """
+
+    contour_width: int
+    font_scale: float
+    text_thickness: int
+    padding: int
+
+    @staticmethod
+    def for_size(width: int, height: int) -> "DrawStyle":
+        """The style for an image of ``width`` x ``height`` pixels."""
+        side = max(int(width), int(height), 1)
+        font_scale = max(0.5, side / 1100.0)
+        thickness = max(1, round(1.6 * font_scale))
+        return DrawStyle(
+            contour_width=max(1, round(side / 400.0)),
+            font_scale=font_scale,
+            text_thickness=thickness,
+            padding=max(2, round(4 * font_scale)),
+        )
+
+
+def mask_colors(n: int) -> np.ndarray:
+    """``n`` distinct, deterministic, saturated colours.
+
+    Hues step by the golden ratio (neighbouring numbers get far-apart hues); brightness
+    alternates every 10 colours so that long lists stay distinguishable.
+
+    Returns:
+        uint8 (n, 3), RGB.
+
+    Raises:
+        ValueError: when ``n`` is negative.
+    """
+    if n < 0:
+        raise ValueError(f"number of colours must be >= 0, got {n}")
+    i = np.arange(n, dtype=np.float64)
+    hue = (0.05 + i * 0.6180339887498949) % 1.0
+    sat = np.full(n, 0.80)
+    val = np.where((np.arange(n) // 10) % 2 == 0, 0.95, 0.72)
+    # Vectorised HSV -> RGB.
+    h6 = hue * 6.0
+    sector = np.floor(h6).astype(np.int64) % 6
+    frac = h6 - np.floor(h6)
+    p = val * (1.0 - sat)
+    q = val * (1.0 - sat * frac)
+    t = val * (1.0 - sat * (1.0 - frac))
+    table = np.stack(
+        [
+            np.stack([val, t, p], axis=1),
+            np.stack([q, val, p], axis=1),
+            np.stack([p, val, t], axis=1),
+            np.stack([p, q, val], axis=1),
+            np.stack([t, p, val], axis=1),
+            np.stack([val, p, q], axis=1),
+        ]
+    )  # (6, n, 3)
+    rgb = table[sector, np.arange(n)] if n else np.zeros((0, 3))
+    return np.rint(rgb * 255.0).astype(np.uint8).reshape(n, 3)
+
+
+def blend_fill(pixels: np.ndarray, color: np.ndarray | tuple[int, int, int]) -> np.ndarray:
+    """The fill colour of pixels under a mask: integer alpha blend with weight ``FILL_ALPHA``.
+
+    Args:
+        pixels: uint8 (..., 3) RGB.
+        color: RGB triple (0..255).
+
+    Returns:
+        uint8 array of the same shape: ``(p * (256 - w) + c * w + 128) >> 8``, ``w = 115``.
+    """
+    p = pixels.astype(np.uint16)
+    c = np.asarray(color, dtype=np.uint16)
+    return ((p * (256 - _FILL_WEIGHT) + c * _FILL_WEIGHT + 128) >> 8).astype(np.uint8)
+
+
+def _text_color(color: np.ndarray) -> tuple[int, int, int]:
+    """Black or white, whichever contrasts more with ``color`` (Rec. 601 luma)."""
+    luma = 0.299 * float(color[0]) + 0.587 * float(color[1]) + 0.114 * float(color[2])
+    return (0, 0, 0) if luma >= 140 else (255, 255, 255)
+
+
+def _as_rgb_array(image: Image.Image) -> np.ndarray:
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"image must be a PIL image; got {type(image).__name__}")
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    return np.array(rgb, dtype=np.uint8)  # a writable copy
+
+
+def _check_masks(masks: np.ndarray, height: int, width: int) -> np.ndarray:
+    arr = np.asarray(masks)
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[1:] != (height, width):
+        raise ValueError(
+            f"masks must be bool (N, {height}, {width}) to match the {width}x{height} image; got shape {arr.shape}"
+        )
+    return arr if arr.dtype == bool else arr > 0
+
+
+def _padded_box(box: np.ndarray, pad: int, height: int, width: int) -> tuple[int, int, int, int]:
+    x0, y0, x1, y1 = (int(v) for v in box)
+    return max(0, x0 - pad), max(0, y0 - pad), min(width, x1 + pad), min(height, y1 + pad)
+
+
+def _draw_fill(out: np.ndarray, mask: np.ndarray, color: np.ndarray, box: np.ndarray) -> None:
+    x0, y0, x1, y1 = _padded_box(box, 0, *out.shape[:2])
+    region = out[y0:y1, x0:x1]
+    sub = mask[y0:y1, x0:x1]
+    region[sub] = blend_fill(region[sub], color)
+
+
+def _draw_contour(out: np.ndarray, mask: np.ndarray, color: np.ndarray, box: np.ndarray, width: int) -> None:
+    """Paint the inner border (``width`` px) of ``mask`` in solid ``color``; only mask pixels change."""
+    x0, y0, x1, y1 = _padded_box(box, width + 1, *out.shape[:2])
+    sub = mask[y0:y1, x0:x1].astype(np.uint8)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * width + 1, 2 * width + 1))
+    # Outside the crop counts as background: the crop is padded inside the image, and at the
+    # image edge this draws the border along the edge too.
+    inner = cv2.erode(sub, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=0)
+    border = (sub > 0) & (inner == 0)
+    out[y0:y1, x0:x1][border] = color
+
+
+def _distance_map(mask: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Distance to the nearest non-mask pixel (image edges count as outside) in the mask's box.
+
+    Returns the float32 map for the box and the box origin (x0, y0).
+    """
+    x0, y0, x1, y1 = (int(v) for v in box)
+    sub = np.pad(mask[y0:y1, x0:x1].astype(np.uint8), 1)
+    dist = cv2.distanceTransform(sub, cv2.DIST_L2, 5)[1:-1, 1:-1]
+    return dist, x0, y0
+
+
+def label_point(mask: np.ndarray) -> tuple[int, int]:
+    """The mask's deepest interior point: where its label goes.
+
+    The maximum of the Euclidean distance transform (``cv2.distanceTransform``) of the mask, with
+    pixels beyond the image edge counted as outside; for a ring or a concave shape this lies on
+    the mask, unlike the centroid. Ties go to the first point in row-major order.
+
+    Args:
+        mask: bool (H, W).
+
+    Returns:
+        ``(x, y)`` in pixels.
+
+    Raises:
+        ValueError: on an empty mask or an array that is not 2-dimensional.
+    """
+    arr = np.asarray(mask)
+    if arr.ndim != 2:
+        raise ValueError(f"mask must be bool (H, W); got shape {arr.shape}")
+    arr = arr if arr.dtype == bool else arr > 0
+    box = boxes_from_masks(arr[None])[0]
+    if box[2] <= box[0]:
+        raise ValueError("cannot place a label on an empty mask")
+    dist, x0, y0 = _distance_map(arr, box)
+    y, x = np.unravel_index(int(np.argmax(dist)), dist.shape)
+    return int(x0 + x), int(y0 + y)
+
+
+def _label_candidates(mask: np.ndarray, box: np.ndarray) -> list[tuple[int, int]]:
+    """Interior points, deepest first: the first is ``label_point``; others serve for nudging."""
+    dist, x0, y0 = _distance_map(mask, box)
+    stride = max(1, int(math.sqrt(dist.size / 10_000)))
+    first = np.unravel_index(int(np.argmax(dist)), dist.shape)
+    sampled = dist[::stride, ::stride]
+    flat = sampled.ravel()
+    inside = np.flatnonzero(flat > 0)
+    order = inside[np.argsort(-flat[inside], kind="stable")][:_MAX_LABEL_CANDIDATES]
+    ys, xs = np.unravel_index(order, sampled.shape)
+    points = [(int(x0 + first[1]), int(y0 + first[0]))]
+    points += [(int(x0 + x * stride), int(y0 + y * stride)) for y, x in zip(ys, xs)]
+    return points
+
+
+def _box_at(center: tuple[int, int], size: tuple[int, int], width: int, height: int) -> tuple[int, int, int, int]:
+    """A ``size`` = (w, h) box centred on ``center``, shifted to lie inside the image."""
+    bw, bh = size
+    x0 = min(max(center[0] - bw // 2, 0), max(width - bw, 0))
+    y0 = min(max(center[1] - bh // 2, 0), max(height - bh, 0))
+    return x0, y0, x0 + bw, y0 + bh
+
+
+def _overlaps(box: tuple[int, int, int, int], others: list[tuple[int, int, int, int]]) -> bool:
+    return any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3] for o in others)
+
+
+def _place_label(
+    candidates: list[tuple[int, int]],
+    size: tuple[int, int],
+    placed: list[tuple[int, int, int, int]],
+    width: int,
+    height: int,
+) -> tuple[int, int, int, int]:
+    """The label box at the deepest point, nudged to avoid earlier labels where possible."""
+    first = _box_at(candidates[0], size, width, height)
+    if not _overlaps(first, placed):
+        return first
+    for point in candidates[1:]:
+        box = _box_at(point, size, width, height)
+        if not _overlaps(box, placed):
+            return box
+    bw, bh = size
+    cx, cy = candidates[0]
+    for k in (1, 2):
+        for dx, dy in ((0, bh), (0, -bh), (bw, 0), (-bw, 0), (bw, bh), (-bw, -bh), (bw, -bh), (-bw, bh)):
+            box = _box_at((cx + k * dx, cy + k * dy), size, width, height)
+            if not _overlaps(box, placed):
+                return box
+    return first
+
+
+def _draw_label(out: np.ndarray, box: tuple[int, int, int, int], text: str, color: np.ndarray, style: DrawStyle) -> None:
+    x0, y0, x1, y1 = box
+    ink = _text_color(color)
+    out[y0:y1, x0:x1] = color
+    edge = max(1, style.text_thickness // 2)
+    cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), ink, edge, lineType=cv2.LINE_8)
+    (tw, th), _ = cv2.getTextSize(text, _FONT, style.font_scale, style.text_thickness)
+    org = (x0 + (x1 - x0 - tw) // 2, y0 + (y1 - y0 + th) // 2)
+    cv2.putText(out, text, org, _FONT, style.font_scale, ink, style.text_thickness, lineType=cv2.LINE_AA)
+
+
+def label_boxes(masks: np.ndarray, numbers: list[int] | None = None) -> list[tuple[int, int, int, int] | None]:
+    """Where ``render_numbered_overlay`` puts each mask's label.
+
+    Each box fits the label's digits plus padding (sizes from ``DrawStyle``), is centred on the
+    mask's deepest point (``label_point``), shifted to lie inside the image, and, when it would
+    overlap an earlier label, moved to the deepest other interior point where it does not (or,
+    failing that, next to the first position); it stays where it was when nothing is free.
+
+    Args:
+        masks: bool (N, H, W).
+        numbers: the label texts; default ``1..N``.
+
+    Returns:
+        N boxes ``(x0, y0, x1, y1)`` ints, pixels, x1/y1 exclusive; ``None`` for an empty mask.
+
+    Raises:
+        ValueError: on a non-3-D array or when ``numbers`` has the wrong length.
+    """
+    arr = np.asarray(masks)
+    if arr.ndim != 3:
+        raise ValueError(f"masks must be bool (N, H, W); got shape {arr.shape}")
+    arr = arr if arr.dtype == bool else arr > 0
+    n, height, width = arr.shape
+    labels = list(range(1, n + 1)) if numbers is None else [int(v) for v in numbers]
+    if len(labels) != n:
+        raise ValueError(f"numbers has {len(labels)} entries for {n} masks")
+    style = DrawStyle.for_size(width, height)
+    boxes = boxes_from_masks(arr)
+    placed: list[tuple[int, int, int, int]] = []
+    result: list[tuple[int, int, int, int] | None] = []
+    for k in range(n):
+        if boxes[k, 2] <= boxes[k, 0]:
+            result.append(None)
+            continue
+        (tw, th), _ = cv2.getTextSize(str(labels[k]), _FONT, style.font_scale, style.text_thickness)
+        size = (min(tw + 2 * style.padding, width), min(th + 2 * style.padding, height))
+        box = _place_label(_label_candidates(arr[k], boxes[k]), size, placed, width, height)
+        placed.append(box)
+        result.append(box)
+    return result
+
+
+def render_numbered_overlay(image: Image.Image, masks: np.ndarray, numbers: list[int] | None = None) -> Image.Image:
+    """The image with every mask filled, outlined and numbered (what the model sees).
+
+    Mask k (0-based) gets colour ``mask_colors(N)[k]``; fills are blended in order, then all
+    contours are painted, then all labels (so no label is covered). Labels go in the boxes given
+    by ``label_boxes``: the number in black or white (whichever contrasts with the mask colour)
+    on a box filled with the solid mask colour and edged in the text colour.
+
+    Args:
+        image: PIL image (converted to RGB if needed), W x H.
+        masks: bool (N, H, W) at the image's resolution.
+        numbers: the label of each mask; default ``1..N``.
+
+    Returns:
+        A new RGB image of the same size; a copy of the image when N = 0.
+
+    Raises:
+        ValueError: when the masks do not match the image size or ``numbers`` has the wrong length.
+    """
+    out = _as_rgb_array(image)
+    height, width = out.shape[:2]
+    arr = _check_masks(masks, height, width)
+    n = arr.shape[0]
+    labels = list(range(1, n + 1)) if numbers is None else [int(v) for v in numbers]
+    placements = label_boxes(arr, labels)
+    if n == 0:
+        return Image.fromarray(out)
+
+    style = DrawStyle.for_size(width, height)
+    colors = mask_colors(n)
+    boxes = boxes_from_masks(arr)
+    nonempty = [k for k in range(n) if placements[k] is not None]
+    for k in nonempty:
+        _draw_fill(out, arr[k], colors[k], boxes[k])
+    for k in nonempty:
+        _draw_contour(out, arr[k], colors[k], boxes[k], style.contour_width)
+    for k in nonempty:
+        _draw_label(out, placements[k], str(labels[k]), colors[k], style)
+    if len(nonempty) < n:
+        logger.warning("render_numbered_overlay: %d empty mask(s) left undrawn", n - len(nonempty))
+    return Image.fromarray(out)
+
+
+def render_single_mask(image: Image.Image, mask: np.ndarray, color: np.ndarray | None = None) -> Image.Image:
+    """The image with only this mask drawn (fill and contour, no number).
+
+    Args:
+        image: PIL image (converted to RGB if needed), W x H.
+        mask: bool (H, W).
+        color: RGB triple; default ``mask_colors(1)[0]`` (the colour of a lone numbered mask).
+
+    Returns:
+        A new RGB image of the same size (a copy of the image for an empty mask).
+
+    Raises:
+        ValueError: when the mask does not match the image size.
+    """
+    out = _as_rgb_array(image)
+    height, width = out.shape[:2]
+    arr = np.asarray(mask)
+    if arr.ndim != 2:
+        raise ValueError(f"mask must be bool (H, W); got shape {arr.shape}")
+    arr = _check_masks(arr, height, width)
+    col = mask_colors(1)[0] if color is None else np.asarray(color, dtype=np.uint8)
+    box = boxes_from_masks(arr)[0]
+    if box[2] > box[0]:
+        _draw_fill(out, arr[0], col, box)
+        _draw_contour(out, arr[0], col, box, DrawStyle.for_size(width, height).contour_width)
+    return Image.fromarray(out)
+
+
+def zoom_crop_box(mask: np.ndarray, margin: float = 0.25, min_side: int = 64) -> tuple[int, int, int, int]:
+    """The region a zoom view shows: the mask's box enlarged and clamped to the image.
+
+    Each side of the crop is ``ceil(box side * (1 + 2 * margin))``, at least ``min_side``, at most
+    the image side; the crop is centred on the box and shifted to lie inside the image. It
+    always contains the whole mask box.
+
+    Args:
+        mask: bool (H, W).
+        margin: extra space on each side as a fraction of the box size.
+        min_side: smallest crop side in pixels (when the image is that large).
+
+    Returns:
+        ``(x0, y0, x1, y1)`` ints, pixels, x1/y1 exclusive.
+
+    Raises:
+        ValueError: on an empty mask, a negative margin or a non-2-D array.
+    """
+    arr = np.asarray(mask)
+    if arr.ndim != 2:
+        raise ValueError(f"mask must be bool (H, W); got shape {arr.shape}")
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    arr = arr if arr.dtype == bool else arr > 0
+    height, width = arr.shape
+    bx0, by0, bx1, by1 = (float(v) for v in boxes_from_masks(arr[None])[0])
+    if bx1 <= bx0:
+        raise ValueError("cannot build a zoom view of an empty mask")
+
+    def span(lo: float, hi: float, limit: int) -> tuple[int, int]:
+        side = min(limit, max(math.ceil((hi - lo) * (1 + 2 * margin)), int(min_side)))
+        start = math.floor((lo + hi) / 2 - side / 2)
+        start = min(max(start, 0), limit - side)
+        return start, start + side
+
+    x0, x1 = span(bx0, bx1, width)
+    y0, y1 = span(by0, by1, height)
+    return x0, y0, x1, y1
+
+
+def render_zoom_view(image: Image.Image, mask: np.ndarray, margin: float = 0.25, min_side: int = 64) -> Image.Image:
+    """A close-up of one mask: the plain crop and the same crop with the mask drawn, side by side.
+
+    The crop is ``zoom_crop_box(mask, margin, min_side)``. When its longer side is under
+    ``ZOOM_MIN_LONG_SIDE`` px it is upscaled (image: bicubic; mask: nearest) so the longer side
+    equals ``ZOOM_MIN_LONG_SIDE``; the mask is drawn after upscaling so its outline stays sharp.
+
+    Args:
+        image: PIL image (converted to RGB if needed), W x H.
+        mask: bool (H, W).
+        margin: see ``zoom_crop_box``.
+        min_side: see ``zoom_crop_box``.
+
+    Returns:
+        RGB image of width ``2 * crop_w + ZOOM_SEPARATOR_WIDTH`` and height ``crop_h`` (crop size
+        after upscaling); the separator is ``ZOOM_SEPARATOR_COLOR``.
+
+    Raises:
+        ValueError: on an empty mask or a mask that does not match the image size.
+    """
+    rgb = _as_rgb_array(image)
+    height, width = rgb.shape[:2]
+    arr = _check_masks(mask, height, width)
+    if arr.shape[0] != 1:
+        raise ValueError(f"render_zoom_view takes one mask (H, W); got {arr.shape[0]}")
+    x0, y0, x1, y1 = zoom_crop_box(arr[0], margin, min_side)
+    crop = rgb[y0:y1, x0:x1]
+    crop_mask = arr[0, y0:y1, x0:x1]
+    ch, cw = crop.shape[:2]
+    long_side = max(ch, cw)
+    if long_side < ZOOM_MIN_LONG_SIDE:
+        factor = ZOOM_MIN_LONG_SIDE / long_side
+        size = (max(1, round(cw * factor)), max(1, round(ch * factor)))  # (w, h) for OpenCV
+        crop = cv2.resize(crop, size, interpolation=cv2.INTER_CUBIC)
+        crop_mask = cv2.resize(crop_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
+        ch, cw = crop.shape[:2]
+    drawn = np.asarray(render_single_mask(Image.fromarray(np.ascontiguousarray(crop)), crop_mask))
+    canvas = np.empty((ch, 2 * cw + ZOOM_SEPARATOR_WIDTH, 3), dtype=np.uint8)
+    canvas[:, :cw] = crop
+    canvas[:, cw : cw + ZOOM_SEPARATOR_WIDTH] = ZOOM_SEPARATOR_COLOR
+    canvas[:, cw + ZOOM_SEPARATOR_WIDTH :] = drawn
+    return Image.fromarray(canvas)

@@ -1,0 +1,281 @@
+"""SAM 3 behind one Protocol: text phrase + image -> instance masks.
+
+``Sam3Segmenter`` wraps transformers' ``Sam3Model``/``Sam3Processor``. The image encoder dominates the cost
+(full size on a CPU: about 63 s per image against about 7 s per phrase), so each image is encoded once and its
+vision features are reused for every phrase, from a small LRU cache keyed by the image content.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from PIL import Image
+
+from .errors import BackendError
+from .images import image_digest
+from .types import Masks
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SAM3_MODEL = "facebook/sam3"
+MASK_THRESHOLD = 0.5  # probability cut for mask pixels; transformers' post-processing default
+DEFAULT_SCORE_THRESHOLD = 0.5  # detection score cut the project brief sets for segment_phrase
+
+
+@runtime_checkable
+class Segmenter(Protocol):
+    """Anything that turns (image, noun phrase) into instance masks."""
+
+    name: str
+
+    def segment(self, image: Image.Image, phrase: str, score_threshold: float) -> Masks:
+        """Masks of every instance of ``phrase`` in ``image`` scoring at least ``score_threshold``."""
+        ...
+
+
+def _looks_like_local_path(model_id: str) -> bool:
+    """True for ids that can only be folders (a Hub id is ``name`` or ``owner/name``)."""
+    return (
+        Path(model_id).is_absolute()
+        or model_id.startswith((".", "~"))
+        or model_id.count("/") > 1
+        or "\\" in model_id
+        or Path(model_id).exists()
+    )
+
+
+def load_failure_message(model_id: str, error: BaseException | None = None) -> str:
+    """The text of the ``BackendError`` raised when SAM 3 cannot be loaded from ``model_id``.
+
+    Names the model id and how to fix the problem: for a local folder, what it must contain; for a Hub id, that
+    ``facebook/sam3`` is gated (accept the licence, log in) and that offline the weights must already be cached.
+    """
+    cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+    if _looks_like_local_path(model_id):
+        return (
+            f"Could not load SAM 3 from the folder '{model_id}'{cause}. The folder must exist and hold a "
+            "transformers SAM 3 checkpoint saved with save_pretrained (config.json, model.safetensors and the "
+            "processor/tokenizer files). Check the path, or pass a Hugging Face model id such as "
+            f"'{DEFAULT_SAM3_MODEL}'."
+        )
+    gated = ""
+    if model_id.lower().startswith(DEFAULT_SAM3_MODEL):
+        gated = (
+            f" '{model_id}' is a gated repository on the Hugging Face Hub: accept its licence on "
+            f"https://huggingface.co/{model_id}, then run `hf auth login` (or set HF_TOKEN) with that account."
+        )
+    return (
+        f"Could not load SAM 3 model '{model_id}'{cause}.{gated} Alternatively pass a local folder that holds the "
+        "weights. When offline (no network, or HF_HUB_OFFLINE=1), the weights must already be in the local "
+        "Hugging Face cache: download them once on a connected machine, or copy the folder over."
+    )
+
+
+def _default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text or "not enough memory" in text
+    )
+
+
+class Sam3Segmenter:
+    """SAM 3 (transformers ``Sam3Model``) with a per-image feature cache; shared safely by several users.
+
+    Life cycle: build once with :meth:`from_pretrained`, then call :meth:`segment` with any image and phrase.
+    The first phrase on an image runs the image encoder; later phrases on the same image (same pixels) reuse its
+    features as long as the image is among the ``feature_cache_size`` most recently used. A lock serialises
+    model calls, so concurrent users never see each other's state (only identical pixels share features).
+
+    Attributes:
+        name: the model id or folder it was loaded from.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        *,
+        name: str = DEFAULT_SAM3_MODEL,
+        feature_cache_size: int = 4,
+    ) -> None:
+        """Wrap an already loaded ``Sam3Model`` (in eval mode, on its device) and its ``Sam3Processor``.
+
+        Raises:
+            ValueError: ``feature_cache_size`` is negative.
+        """
+        if feature_cache_size < 0:
+            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        self.name = name
+        self._model = model
+        self._processor = processor
+        self._cache_size = feature_cache_size
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._encode_count = 0
+        self._max_text_tokens = int(model.config.text_config.max_position_embeddings)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_id: str = DEFAULT_SAM3_MODEL,
+        *,
+        device: str | None = None,
+        feature_cache_size: int = 4,
+    ) -> "Sam3Segmenter":
+        """Load SAM 3 weights and processor from a Hugging Face id or a local folder.
+
+        Args:
+            model_id: Hub id (default ``facebook/sam3``, gated) or folder written by ``save_pretrained``.
+            device: torch device string; ``None`` picks ``"cuda"`` when available (bfloat16 weights) else
+                ``"cpu"`` (float32).
+            feature_cache_size: how many images' vision features to keep (LRU); 0 disables the cache.
+
+        Raises:
+            BackendError: the weights or processor cannot be loaded, or the device cannot take them; the
+                message names ``model_id`` and the fix (see :func:`load_failure_message`).
+            ValueError: ``feature_cache_size`` is negative.
+        """
+        from transformers import Sam3Model, Sam3Processor
+
+        if feature_cache_size < 0:
+            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        if _looks_like_local_path(model_id) and not Path(model_id).expanduser().is_dir():
+            # Do not let transformers take a mistyped path for a Hub id and go to the network.
+            raise BackendError(load_failure_message(model_id, FileNotFoundError(f"no folder at {model_id}")))
+        source = str(Path(model_id).expanduser()) if _looks_like_local_path(model_id) else model_id
+        device = device or _default_device()
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        logger.info("loading SAM 3 from %s on %s (%s)", model_id, device, dtype)
+        try:
+            processor = Sam3Processor.from_pretrained(source)
+            model = Sam3Model.from_pretrained(source, dtype=dtype).to(device).eval()
+        except Exception as exc:  # any loading failure (missing, gated, corrupt, bad device) becomes one error
+            raise BackendError(load_failure_message(model_id, exc)) from exc
+        return cls(model, processor, name=model_id, feature_cache_size=feature_cache_size)
+
+    @property
+    def encode_count(self) -> int:
+        """Number of times the image encoder has run since construction (cache misses)."""
+        return self._encode_count
+
+    @property
+    def device(self) -> torch.device:
+        """The device the model runs on."""
+        return next(self._model.parameters()).device
+
+    def clear_cache(self) -> None:
+        """Forget every cached image encoding."""
+        with self._lock:
+            self._cache.clear()
+
+    def segment(self, image: Image.Image, phrase: str, score_threshold: float = DEFAULT_SCORE_THRESHOLD) -> Masks:
+        """Segment every instance of ``phrase`` in ``image``.
+
+        Args:
+            image: PIL image (converted to RGB if needed), any size.
+            phrase: a short noun phrase; prompts longer than the text encoder's 32 tokens are truncated.
+            score_threshold: detections scoring below it are dropped; score = sigmoid(class logit) *
+                sigmoid(presence logit), in [0, 1].
+
+        Returns:
+            ``Masks`` with masks bool (N, H, W) at the image's original resolution, scores float32 (N,),
+            boxes float32 (N, 4) xyxy in pixels clipped to the image, in SAM 3's query order (not sorted, no
+            overlap removal), and ``phrase`` as given.
+
+        Raises:
+            ValueError: empty phrase, threshold outside [0, 1], or ``image`` not a PIL image.
+            BackendError: out of memory while running the model.
+        """
+        if not isinstance(phrase, str) or not phrase.strip():
+            raise ValueError("phrase must be a non-empty noun phrase, e.g. 'red car'")
+        if not 0.0 <= float(score_threshold) <= 1.0:
+            raise ValueError(f"score_threshold must be in [0, 1], got {score_threshold}")
+        if not isinstance(image, Image.Image):
+            raise ValueError(f"image must be a PIL image, got {type(image).__name__}")
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        key = image_digest(image)
+        with self._lock:
+            try:
+                with torch.inference_mode():
+                    return self._segment_locked(image, key, phrase, float(score_threshold))
+            except Exception as exc:
+                if not _is_out_of_memory(exc):
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                raise BackendError(
+                    f"SAM 3 ({self.name}) ran out of memory on a {image.width}x{image.height} image on "
+                    f"{self.device}: try a smaller image, free memory, or run SAM 3 on the CPU."
+                ) from exc
+
+    # ------------------------------------------------------------------ internals (call with the lock held)
+
+    def _vision_features(self, image: Image.Image, key: str) -> Any:
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            logger.debug("SAM 3 feature cache hit %s", key[:12])
+            return cached
+        pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
+        pixel_values = pixel_values.to(self.device, dtype=self._model.dtype)
+        encoded = self._model.get_vision_features(pixel_values=pixel_values)
+        self._encode_count += 1
+        # Keep only what the detector reads: the FPN maps and their position encodings.
+        features = type(encoded)(
+            fpn_hidden_states=encoded.fpn_hidden_states, fpn_position_encoding=encoded.fpn_position_encoding
+        )
+        if self._cache_size > 0:
+            self._cache[key] = features
+            while len(self._cache) > self._cache_size:
+                evicted, _ = self._cache.popitem(last=False)
+                logger.debug("SAM 3 feature cache evicted %s", evicted[:12])
+        return features
+
+    def _segment_locked(self, image: Image.Image, key: str, phrase: str, score_threshold: float) -> Masks:
+        features = self._vision_features(image, key)
+        text = self._processor.tokenizer(
+            [phrase],
+            padding="max_length",
+            max_length=self._max_text_tokens,
+            truncation=True,
+            return_tensors="pt",
+        )
+        outputs = self._model(
+            vision_embeds=features,
+            input_ids=text["input_ids"].to(self.device),
+            attention_mask=text["attention_mask"].to(self.device),
+        )
+        # float32 for post-processing (bfloat16 on GPU); only these four fields are read.
+        raw = SimpleNamespace(
+            pred_logits=outputs.pred_logits.float(),
+            pred_boxes=outputs.pred_boxes.float(),
+            pred_masks=outputs.pred_masks.float(),
+            presence_logits=None if outputs.presence_logits is None else outputs.presence_logits.float(),
+        )
+        height, width = image.height, image.width
+        # transformers keeps score > threshold; ask for a hair less and apply ">=" ourselves below.
+        result = self._processor.post_process_instance_segmentation(
+            raw, threshold=score_threshold - 1e-6, mask_threshold=MASK_THRESHOLD, target_sizes=[(height, width)]
+        )[0]
+        scores = result["scores"].cpu().numpy().astype(np.float32)
+        keep = scores >= score_threshold
+        masks = result["masks"].bool().cpu().numpy()[keep]
+        boxes = result["boxes"].cpu().numpy().astype(np.float32)[keep]
+        boxes[:, 0::2] = boxes[:, 0::2].clip(0, width)
+        boxes[:, 1::2] = boxes[:, 1::2].clip(0, height)
+        masks = masks.reshape(-1, height, width)  # keeps (0, H, W) when nothing is left
+        return Masks(masks=masks, scores=scores[keep], boxes=boxes.reshape(-1, 4), phrase=phrase)

@@ -1,0 +1,83 @@
+"""Shared test fixtures: real photos, a segmenter double with known masks, scripted responses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sam3_agent.errors import BackendError
+from sam3_agent.types import Masks
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+def photo(name: str = "astronaut.jpg") -> Image.Image:
+    """A real photo from assets/, RGB."""
+    return Image.open(ASSETS / name).convert("RGB")
+
+
+def rect_mask(height: int, width: int, x0: int, y0: int, x1: int, y1: int) -> np.ndarray:
+    """bool (H, W) with the pixels in [y0, y1) x [x0, x1) set."""
+    mask = np.zeros((height, width), dtype=bool)
+    mask[y0:y1, x0:x1] = True
+    return mask
+
+
+class KnownSegmenter:
+    """A Segmenter whose detections per phrase are given: lets loop tests assert exact masks.
+
+    ``detections[phrase]`` is a list of (xyxy box in pixels, score); each becomes a rectangle mask.
+    Records every phrase it was asked for in ``calls``. A phrase in ``failing`` raises BackendError.
+    """
+
+    name = "known-segmenter"
+
+    def __init__(self, detections: dict[str, list[tuple[tuple[int, int, int, int], float]]], failing=()) -> None:
+        self.detections = detections
+        self.failing = set(failing)
+        self.calls: list[str] = []
+
+    def segment(self, image: Image.Image, phrase: str, score_threshold: float = 0.5) -> Masks:
+        self.calls.append(phrase)
+        if phrase in self.failing:
+            raise BackendError("SAM 3 model 'known' ran out of memory: use a smaller image")
+        width, height = image.size
+        items = [(box, s) for box, s in self.detections.get(phrase, []) if s >= score_threshold]
+        if not items:
+            return Masks.empty(height, width, phrase)
+        masks = np.stack([rect_mask(height, width, *box) for box, _ in items])
+        scores = np.array([s for _, s in items], dtype=np.float32)
+        boxes = np.array([box for box, _ in items], dtype=np.float32)
+        return Masks(masks, scores, boxes, phrase)
+
+
+def tool(name: str, thinking: str = "reasoning", **parameters: object) -> str:
+    """A well-formed response calling ``name`` with ``parameters``."""
+    return f"<think>{thinking}</think>\n<tool>{json.dumps({'name': name, 'parameters': parameters})}</tool>"
+
+
+def verdict(word: str) -> str:
+    return f"<think>checking the mask</think>\n<verdict>{word}</verdict>"
+
+
+@pytest.fixture
+def astronaut() -> Image.Image:
+    return photo("astronaut.jpg")
+
+
+@pytest.fixture
+def segmenter() -> KnownSegmenter:
+    # astronaut.jpg is 512x512. "person": three disjoint boxes (scores unsorted on purpose) plus one
+    # below the 0.5 threshold; "child": two boxes; "helmet": nothing.
+    return KnownSegmenter(
+        {
+            "person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9), ((350, 300, 450, 500), 0.6),
+                       ((0, 400, 50, 450), 0.3)],
+            "child": [((20, 20, 120, 220), 0.8), ((300, 300, 400, 400), 0.55)],
+            "helmet": [],
+        }
+    )

@@ -1,0 +1,355 @@
+"""Parsing of the main model's answers and of per-mask verdicts: one behaviour per test."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sam3_agent.parsing import ParsedResponse, canonical_tool_name, parse_response, parse_verdict
+from sam3_agent.types import ToolCall
+
+SEGMENT_DOG = '{"name": "segment_phrase", "parameters": {"text_prompt": "dog"}}'
+STORED_DOG = '<think>{}</think>\n<tool>{{"name": "segment_phrase", "parameters": {{"text_prompt": "dog"}}}}</tool>'
+DOG_CALL = ToolCall("segment_phrase", {"text_prompt": "dog"}, "segment_phrase")
+ALL_TOOLS = "segment_phrase, examine_each_mask, select_masks_and_return, report_no_mask"
+
+
+def _ok(thinking: str, call: ToolCall, **extra: object) -> ParsedResponse:
+    """The expected result of a usable answer whose normalised text holds ``call``."""
+    payload = json.dumps({"name": call.name, "parameters": call.parameters}, ensure_ascii=False)
+    return ParsedResponse(
+        thinking=thinking,
+        call=call,
+        stored_text=f"<think>{thinking}</think>\n<tool>{payload}</tool>",
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _err(text: str, key: str, thinking: str = "", fields: dict[str, str] | None = None) -> ParsedResponse:
+    """The expected result of an answer with the mistake ``key`` (raw text stored, no call)."""
+    return ParsedResponse(thinking, None, text, key, fields or {}, 0, False)
+
+
+# ---------------------------------------------------------------- thinking
+
+
+def test_well_formed_answer_gives_thinking_call_and_normalised_text():
+    text = f"<think>\nThe query wants the dog.\n</think>\n\n<tool>{SEGMENT_DOG}</tool>\n"
+    assert parse_response(text) == ParsedResponse(
+        thinking="The query wants the dog.",
+        call=DOG_CALL,
+        stored_text=STORED_DOG.format("The query wants the dog."),
+        error=None,
+        error_fields={},
+        ignored_calls=0,
+        name_corrected=False,
+    )
+
+
+def test_only_closing_think_tag_is_normal_for_thinking_templates():
+    text = f"The template opened the reasoning.</think><tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text) == _ok("The template opened the reasoning.", DOG_CALL)
+
+
+def test_thinking_ends_at_first_closing_tag_and_calls_inside_it_are_ignored():
+    text = (
+        "<think>Example: <tool>{\"name\": \"report_no_mask\"}</tool></think> second thought"
+        f"<tool>{SEGMENT_DOG}</tool>"
+    )
+    result = parse_response(text)
+    assert result.thinking == 'Example: <tool>{"name": "report_no_mask"}</tool>'
+    assert result.call == DOG_CALL
+    assert result.ignored_calls == 0
+
+
+def test_two_think_then_call_pairs_run_the_first_call():
+    text = f"<think>a</think><tool>{SEGMENT_DOG}</tool><think>b</think><tool>{{\"name\": \"report_no_mask\"}}</tool>"
+    result = parse_response(text)
+    assert result.thinking == "a" and result.call == DOG_CALL and result.ignored_calls == 1
+
+
+def test_call_without_think_tags_is_accepted_with_empty_thinking():
+    assert parse_response(f"<tool>{SEGMENT_DOG}</tool>") == _ok("", DOG_CALL)
+
+
+def test_text_before_the_tool_tag_without_think_tags_becomes_thinking():
+    assert parse_response(f"I need every dog first.\n<tool>{SEGMENT_DOG}</tool>") == _ok(
+        "I need every dog first.", DOG_CALL
+    )
+
+
+def test_thinking_keeps_text_written_before_the_opening_tag():
+    text = f"Sure.<think>The dog.</think><tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text).thinking == "Sure.\nThe dog."
+
+
+def test_unclosed_think_is_reported():
+    text = f"<think>I will segment the dog <tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text) == _err(text, "unclosed_think", thinking=f"I will segment the dog <tool>{SEGMENT_DOG}</tool>")
+
+
+def test_unclosed_think_at_the_length_limit_is_truncated():
+    text = "<think>There are many dogs and"
+    assert parse_response(text, finish_reason="length") == _err(text, "truncated", thinking="There are many dogs and")
+
+
+def test_length_limit_inside_the_call_is_truncated():
+    text = '<think>ok</think><tool>{"name": "segment_phrase", "parameters": {"text_pro'
+    assert parse_response(text, finish_reason="length") == _err(text, "truncated", thinking="ok")
+
+
+def test_length_limit_before_any_call_is_truncated():
+    text = "<think>ok</think>Now I will"
+    assert parse_response(text, finish_reason="length") == _err(text, "truncated", thinking="ok")
+
+
+def test_length_limit_after_a_complete_call_keeps_the_call():
+    text = f"<think>ok</think><tool>{SEGMENT_DOG}</tool> and then I would"
+    assert parse_response(text, finish_reason="length") == _ok("ok", DOG_CALL)
+
+
+# ---------------------------------------------------------------- no call
+
+
+@pytest.mark.parametrize("text", ["", "  \n\t "])
+def test_empty_or_whitespace_output_is_reported(text):
+    assert parse_response(text) == _err(text, "empty_output")
+
+
+def test_text_without_tool_tag_is_no_tool_call():
+    text = "I think it is the child on the left."
+    assert parse_response(text) == _err(text, "no_tool_call", thinking=text)
+
+
+def test_nothing_after_closing_think_is_no_tool_call():
+    text = "<think>The child on the left.</think>\n"
+    assert parse_response(text) == _err(text, "no_tool_call", thinking="The child on the left.")
+
+
+# ---------------------------------------------------------------- tags
+
+
+def test_qwen_tool_call_tag_and_arguments_key_are_accepted():
+    text = '<think>t</think>\n<tool_call>\n{"name": "segment_phrase", "arguments": {"text_prompt": "dog"}}\n</tool_call>'
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_missing_closing_tag_uses_the_balanced_object():
+    text = f"<think>t</think><tool>{SEGMENT_DOG}\nThat should find them."
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_closing_tag_replaced_by_junk_uses_the_balanced_object():
+    text = f"<think>t</think><tool>{SEGMENT_DOG}</tol>>"
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_balanced_extraction_ignores_braces_and_quotes_inside_strings():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "a }{ \\"sign\\""}} junk'
+    assert parse_response(text).call == ToolCall("segment_phrase", {"text_prompt": 'a }{ "sign"'}, "segment_phrase")
+
+
+# ---------------------------------------------------------------- JSON repairs
+
+
+def test_code_fence_inside_the_tags_is_removed():
+    text = f"<think>t</think><tool>\n```json\n{SEGMENT_DOG}\n```\n</tool>"
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_trailing_commas_are_removed():
+    text = '<think>t</think><tool>{"name": "select_masks_and_return", "parameters": {"final_answer_masks": [1, 3,],},}</tool>'
+    call = ToolCall("select_masks_and_return", {"final_answer_masks": [1, 3]}, "select_masks_and_return")
+    assert parse_response(text) == _ok("t", call)
+
+
+def test_comma_inside_a_string_before_a_brace_is_kept():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "a, }"},}</tool>'
+    assert parse_response(text).call == ToolCall("segment_phrase", {"text_prompt": "a, }"}, "segment_phrase")
+
+
+def test_surplus_closing_braces_are_dropped():
+    text = f"<think>t</think><tool>{SEGMENT_DOG}}}}}</tool>"
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_missing_closing_braces_before_the_closing_tag_are_added():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "dog"}</tool>'
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_typographic_double_quotes_are_read_as_json_quotes():
+    text = "<think>t</think><tool>{\u201cname\u201d: \u201csegment_phrase\u201d, \u201cparameters\u201d: {\u201ctext_prompt\u201d: \u201cdog\u201d}}</tool>"
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_typographic_single_quotes_are_read_as_json_quotes():
+    text = "<think>t</think><tool>{\u2018name\u2019: \u2018report_no_mask\u2019, \u2018parameters\u2019: {}}</tool>"
+    assert parse_response(text) == _ok("t", ToolCall("report_no_mask", {}, "report_no_mask"))
+
+
+def test_apostrophe_inside_typographic_double_quotes_survives():
+    text = (
+        "<think>t</think><tool>{\u201cname\u201d: \u201csegment_phrase\u201d, \u201cparameters\u201d: "
+        "{\u201ctext_prompt\u201d: \u201cchild\u2019s kite\u201d}}</tool>"
+    )
+    assert parse_response(text).call == ToolCall("segment_phrase", {"text_prompt": "child\u2019s kite"}, "segment_phrase")
+
+
+def test_typographic_quotes_inside_valid_json_are_left_alone():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "\u201cstop\u201d sign"}}</tool>'
+    assert parse_response(text).call == ToolCall("segment_phrase", {"text_prompt": "\u201cstop\u201d sign"}, "segment_phrase")
+
+
+def test_unrepairable_json_is_bad_json_with_the_parser_message():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": dog}}</tool>'
+    assert parse_response(text) == _err(
+        text, "bad_json", thinking="t", fields={"detail": "Expecting value: line 1 column 58 (char 57)"}
+    )
+
+
+def test_tag_without_json_is_bad_json():
+    text = "<think>t</think><tool>segment the dogs</tool>"
+    assert parse_response(text) == _err(
+        text, "bad_json", thinking="t", fields={"detail": "Expecting value: line 1 column 1 (char 0)"}
+    )
+
+
+# ---------------------------------------------------------------- call shape
+
+
+def test_json_that_is_not_an_object_is_bad_call():
+    text = '<think>t</think><tool>["segment_phrase", "dog"]</tool>'
+    assert parse_response(text) == _err(
+        text, "bad_call", thinking="t", fields={"detail": 'expected a JSON object with a "name" key, got a JSON array'}
+    )
+
+
+def test_object_without_name_is_bad_call():
+    text = '<think>t</think><tool>{"parameters": {"text_prompt": "dog"}}</tool>'
+    assert parse_response(text) == _err(text, "bad_call", thinking="t", fields={"detail": 'the JSON object has no "name" key'})
+
+
+def test_name_that_is_not_a_string_is_bad_call():
+    text = '<think>t</think><tool>{"name": 3}</tool>'
+    assert parse_response(text) == _err(
+        text, "bad_call", thinking="t", fields={"detail": 'the JSON object has a "name" that is not a non-empty string'}
+    )
+
+
+def test_parameters_that_are_not_an_object_are_bad_call():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": "dog"}</tool>'
+    assert parse_response(text) == _err(
+        text, "bad_call", thinking="t", fields={"detail": '"parameters" must be a JSON object, got a JSON string'}
+    )
+
+
+@pytest.mark.parametrize("params", ["", ', "parameters": null'])
+def test_absent_or_null_parameters_become_an_empty_object(params):
+    text = f'<think>t</think><tool>{{"name": "examine_each_mask"{params}}}</tool>'
+    assert parse_response(text) == _ok("t", ToolCall("examine_each_mask", {}, "examine_each_mask"))
+
+
+def test_parameter_values_are_not_validated():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": 5, "extra": [1]}}</tool>'
+    assert parse_response(text).call == ToolCall("segment_phrase", {"text_prompt": 5, "extra": [1]}, "segment_phrase")
+
+
+def test_unknown_tool_is_reported_with_the_name_as_written_and_the_tool_list():
+    text = '<think>t</think><tool>{"name": "segment", "parameters": {"text_prompt": "dog"}}</tool>'
+    assert parse_response(text) == _err(text, "unknown_tool", thinking="t", fields={"name": "segment", "tools": ALL_TOOLS})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("segment_phrase", "segment_phrase"),
+        ("Segment_Phrase", "segment_phrase"),
+        ("segment-phrase", "segment_phrase"),
+        (" SEGMENT PHRASE ", "segment_phrase"),
+        ("ExamineEachMask", "examine_each_mask"),
+        ("select-masks-and-return", "select_masks_and_return"),
+        ("report no mask", "report_no_mask"),
+        ("segment", None),
+        ("segment_phrases", None),
+        ("", None),
+    ],
+)
+def test_canonical_tool_name_maps_spelling_variants(raw, expected):
+    assert canonical_tool_name(raw) == expected
+
+
+def test_spelling_variant_in_a_call_is_corrected_and_flagged():
+    text = '<think>t</think><tool>{"name": "Report-No-Mask", "parameters": {}}</tool>'
+    assert parse_response(text) == _ok("t", ToolCall("report_no_mask", {}, "Report-No-Mask"), name_corrected=True)
+
+
+def test_only_the_first_of_several_calls_is_returned_and_stored():
+    text = (
+        f"<think>t</think><tool>{SEGMENT_DOG}</tool>\n"
+        '<tool>{"name": "examine_each_mask", "parameters": {}}</tool>\n'
+        '<tool_call>{"name": "report_no_mask"}</tool_call>'
+    )
+    assert parse_response(text) == _ok("t", DOG_CALL, ignored_calls=2)
+
+
+def test_several_calls_without_closing_tags_are_split_at_the_next_opening_tag():
+    text = f'<think>t</think><tool>{SEGMENT_DOG}<tool>{{"name": "report_no_mask"}}'
+    assert parse_response(text) == _ok("t", DOG_CALL, ignored_calls=1)
+
+
+def test_stored_text_keeps_non_ascii_characters():
+    text = '<think>Café</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "crème brûlée"}}</tool>'
+    assert parse_response(text).stored_text == (
+        '<think>Café</think>\n<tool>{"name": "segment_phrase", "parameters": {"text_prompt": "crème brûlée"}}</tool>'
+    )
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<think>It is the cup.</think>\n<verdict>Accept</verdict>", ("accept", None)),
+        ("<think>Wrong cup.</think><verdict>Reject</verdict>", ("reject", None)),
+        ("<verdict> ACCEPT </verdict>", ("accept", None)),
+        ("<verdict>\nreject\n</verdict>", ("reject", None)),
+        ("<VERDICT>Accept</VERDICT>", ("accept", None)),
+    ],
+)
+def test_verdict_is_read_case_insensitively_with_whitespace(text, expected):
+    assert parse_verdict(text) == expected
+
+
+def test_verdict_inside_thinking_is_ignored():
+    assert parse_verdict("<think>Maybe <verdict>Reject</verdict>?</think>\n<verdict>Accept</verdict>") == ("accept", None)
+
+
+def test_verdict_only_inside_thinking_is_missing():
+    assert parse_verdict("<think>I would say <verdict>Reject</verdict></think> done") == (None, "missing_verdict")
+
+
+def test_answer_without_verdict_tag_is_missing_verdict():
+    assert parse_verdict("<think>It is the cup.</think> Accept") == (None, "missing_verdict")
+
+
+def test_verdict_tag_without_either_word_is_missing_verdict():
+    assert parse_verdict("<verdict>unsure</verdict>") == (None, "missing_verdict")
+
+
+def test_verdict_tag_holding_both_words_is_ambiguous():
+    assert parse_verdict("<verdict>Accept or Reject</verdict>") == (None, "ambiguous_verdict")
+
+
+def test_disagreeing_verdict_tags_are_ambiguous():
+    assert parse_verdict("<verdict>Accept</verdict> no wait <verdict>Reject</verdict>") == (None, "ambiguous_verdict")
+
+
+def test_agreeing_verdict_tags_give_that_verdict():
+    assert parse_verdict("<verdict>Reject</verdict>\n<verdict>reject</verdict>") == ("reject", None)
+
+
+def test_verdict_without_closing_tag_is_read():
+    assert parse_verdict("<think>ok</think><verdict>Accept") == ("accept", None)

@@ -1,0 +1,109 @@
+"""Saving and loading traces: equal after a round trip; malformed files give clear errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+from conftest import tool, verdict
+
+from sam3_agent.agent import Agent, AgentConfig
+from sam3_agent.errors import TraceFormatError
+from sam3_agent.trace_io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
+from sam3_agent.vlm.scripted import ScriptedVLM
+
+
+@pytest.fixture
+def full_trace(segmenter, astronaut):
+    vlm = ScriptedVLM(
+        [
+            "no tool here",
+            tool("segment_phrase", text_prompt="person"),
+            tool("segment_phrase", text_prompt="child"),
+            tool("examine_each_mask"),
+            tool("select_masks_and_return", final_answer_masks=[1]),
+        ],
+        name="main",
+    )
+    verifier = ScriptedVLM([verdict("Accept"), "no verdict", verdict("Reject")], name="verifier")
+    return Agent(vlm, segmenter, AgentConfig(), verifier=verifier).run(astronaut, "the child in front")
+
+
+def test_folder_round_trip_is_equal(full_trace, tmp_path):
+    path = save_trace(full_trace, tmp_path / "run")
+    loaded = load_trace(path)
+    assert loaded == full_trace
+    assert loaded.status == "done" and len(loaded.rounds) == 5
+    assert np.array_equal(loaded.final_masks.masks, full_trace.final_masks.masks)
+    assert loaded.rounds[3].result.verdicts[1].outputs == ("no verdict", verdict("Reject"))
+
+
+def test_folder_layout_has_versioned_json_and_one_png_per_image(full_trace, tmp_path):
+    save_trace(full_trace, tmp_path)
+    document = json.loads((tmp_path / "trace.json").read_text())
+    assert document["schema_version"] == 1
+    assert document["final_masks"]["rle"][0]["size"] == [512, 512]
+    assert isinstance(document["final_masks"]["rle"][0]["counts"], str)
+    names = sorted(p.name for p in (tmp_path / "images").iterdir())
+    assert names == sorted(
+        ["raw.png", "round2_overlay.png", "round3_overlay.png", "round4_overlay.png",
+         "round4_mask1_view.png", "round4_mask1_zoom.png", "round4_mask2_view.png", "round4_mask2_zoom.png"]
+    )
+    assert document["rounds"][3]["context"]["kept"] == [0, 1, 6, 7]
+
+
+def test_zip_round_trip_is_equal(full_trace):
+    assert load_trace_zip(trace_to_zip_bytes(full_trace)) == full_trace
+
+
+def test_unfinished_and_failed_traces_round_trip(segmenter, astronaut, tmp_path):
+    trace = Agent(ScriptedVLM([tool("segment_phrase", text_prompt="person")]), segmenter).run(astronaut, "x")
+    assert trace.status == "failed"
+    assert load_trace(save_trace(trace, tmp_path)) == trace
+
+
+def test_unknown_schema_version_is_refused(full_trace, tmp_path):
+    save_trace(full_trace, tmp_path)
+    document = json.loads((tmp_path / "trace.json").read_text())
+    document["schema_version"] = 99
+    (tmp_path / "trace.json").write_text(json.dumps(document))
+    with pytest.raises(TraceFormatError, match="schema_version 99"):
+        load_trace(tmp_path)
+
+
+def test_image_name_outside_the_folder_is_refused(full_trace, tmp_path):
+    save_trace(full_trace, tmp_path)
+    document = json.loads((tmp_path / "trace.json").read_text())
+    document["image"] = "../../etc/passwd"
+    (tmp_path / "trace.json").write_text(json.dumps(document))
+    with pytest.raises(TraceFormatError, match="bad image name"):
+        load_trace(tmp_path)
+
+
+def test_missing_field_is_a_clear_error(full_trace, tmp_path):
+    save_trace(full_trace, tmp_path)
+    document = json.loads((tmp_path / "trace.json").read_text())
+    del document["rounds"][0]["output"]
+    (tmp_path / "trace.json").write_text(json.dumps(document))
+    with pytest.raises(TraceFormatError, match="malformed"):
+        load_trace(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [(b"", "empty"), (b"not a zip at all", "not a .zip"), (b"x" * 2000, "larger than")],
+)
+def test_bad_zip_files_are_refused(data, message):
+    with pytest.raises(TraceFormatError, match=message):
+        load_trace_zip(data, max_bytes=1000)
+
+
+def test_zip_without_trace_json_is_refused():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("hello.txt", "hi")
+    with pytest.raises(TraceFormatError, match="no trace.json"):
+        load_trace_zip(buffer.getvalue())
