@@ -8,6 +8,7 @@ or abandoned run still leaves its trace.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -43,6 +44,7 @@ from .vlm.base import VLM
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROUNDS = 30
+CONTROL_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")  # Qwen's <|im_end|>, <|vision_start|>, ...
 MAX_QUERY_CHARS = 2000
 
 
@@ -133,7 +135,8 @@ class Agent:
         Raises:
             InputError: empty or overlong query, or an image that is not RGB.
         """
-        query = query.strip() if isinstance(query, str) else ""
+        # Chat-template control tokens in user text would end the turn early: drop them.
+        query = CONTROL_TOKEN.sub("", query).strip() if isinstance(query, str) else ""
         if not query:
             raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
         if len(query) > MAX_QUERY_CHARS:
@@ -204,7 +207,7 @@ class AgentRun:
                 self._finish("cancelled", "the run was closed before it finished")
             raise
         except BackendError as fault:
-            logger.error("run failed: %s", fault)
+            logger.info("run failed: %s", fault)  # the trace and the caller report it
             yield self._finish("failed", str(fault))
         except Exception as fault:  # an unexpected bug must still leave a trace
             logger.exception("run failed unexpectedly")

@@ -28,6 +28,8 @@ from .trace_io import save_trace
 from .types import (
     Event,
     MaskVerdictReady,
+    TokenStreamed,
+    ToolStarted,
     RoundFinished,
     RoundStarted,
     RunFinished,
@@ -75,34 +77,50 @@ def _excerpt(text: str) -> str:
     return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 3] + "..."
 
 
-def print_event(event: Event, stream: TextIO) -> None:
-    """One event as the CLI shows it (round headers, reasoning excerpt, call, outcome, verdicts)."""
-    if isinstance(event, RoundStarted):
-        note = f", {len(event.context.dropped)} message(s) pruned" if event.context.dropped else ""
-        stream.write(f"Round {event.round_index}/{event.max_rounds}: asking the VLM "
-                     f"({len(event.context.kept)} messages, {event.context.image_count} image(s){note})\n")
-    elif isinstance(event, MaskVerdictReady):
-        v = event.verdict
-        source = "" if v.source == "model" else " (no verdict given; kept)"
-        stream.write(f"    mask {v.mask_number}/{event.total}: {v.verdict}{source}\n")
-    elif isinstance(event, RoundFinished):
-        r = event.round
-        thinking = parse_response(r.output, r.finish_reason).thinking if r.output else ""
+class EventPrinter:
+    """Prints events as the CLI shows them: round header, reasoning excerpt and call when the tool
+    starts, verdicts as they come, then the outcome and timings of the round."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._output: list[str] = []
+
+    def __call__(self, event: Event) -> None:
+        write = self.stream.write
+        if isinstance(event, RoundStarted):
+            self._output = []
+            note = f", {len(event.context.dropped)} message(s) pruned" if event.context.dropped else ""
+            write(f"Round {event.round_index}/{event.max_rounds}: asking the VLM "
+                  f"({len(event.context.kept)} messages, {event.context.image_count} image(s){note})\n")
+        elif isinstance(event, TokenStreamed):
+            self._output.append(event.text)
+        elif isinstance(event, ToolStarted):
+            self._reasoning("".join(self._output))
+            write(f"  call: {_call_text(event.call)}\n")
+        elif isinstance(event, MaskVerdictReady):
+            v = event.verdict
+            source = "" if v.source == "model" else " (no verdict given; kept)"
+            write(f"    mask {v.mask_number}/{event.total}: {v.verdict}{source}\n")
+        elif isinstance(event, RoundFinished):
+            r = event.round
+            if r.call is None:
+                self._reasoning(r.output)
+            if r.error:
+                write(f"  mistake ({r.error}): {_excerpt(r.error_detail or r.output)}\n")
+            elif r.result is not None:
+                write(f"  result: {r.result.summary}\n")
+            tokens = f", {r.prompt_tokens} prompt tokens" if r.prompt_tokens else ""
+            write(f"  time: VLM {r.vlm_seconds:.1f} s, tool {r.tool_seconds:.1f} s{tokens}\n")
+        elif isinstance(event, RunFinished):
+            t = event.trace
+            count = len(t.final_masks) if t.final_masks is not None else 0
+            write(f"Finished: {t.status} after {len(t.rounds)} round(s), {count} final mask(s)\n")
+        self.stream.flush()
+
+    def _reasoning(self, output: str) -> None:
+        thinking = parse_response(output).thinking if output.strip() else ""
         if thinking:
-            stream.write(f"  reasoning: {_excerpt(thinking)}\n")
-        if r.call is not None:
-            stream.write(f"  call: {_call_text(r.call)}\n")
-        if r.error:
-            stream.write(f"  mistake ({r.error}): {_excerpt(r.error_detail or r.output)}\n")
-        elif r.result is not None:
-            stream.write(f"  result: {r.result.summary}\n")
-        tokens = f", {r.prompt_tokens} prompt tokens" if r.prompt_tokens else ""
-        stream.write(f"  time: VLM {r.vlm_seconds:.1f} s, tool {r.tool_seconds:.1f} s{tokens}\n")
-    elif isinstance(event, RunFinished):
-        t = event.trace
-        count = len(t.final_masks) if t.final_masks is not None else 0
-        stream.write(f"Finished: {t.status} after {len(t.rounds)} round(s), {count} final mask(s)\n")
-    stream.flush()
+            self.stream.write(f"  reasoning: {_excerpt(thinking)}\n")
 
 
 def write_outputs(trace: Trace, out: Path) -> None:
@@ -159,8 +177,9 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         stdout.write("Note: tiny models have random weights; their output means nothing.\n")
     agent_run = agent.start(image, args.query)
     try:
+        printer = EventPrinter(stdout)
         for event in agent_run:
-            print_event(event, stdout)
+            printer(event)
     except KeyboardInterrupt:
         agent_run.abandon("stopped by the user (Ctrl-C)")
     trace = agent_run.trace
@@ -175,7 +194,13 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not args.verbose:  # the CLI prints its own progress; transformers' bars only add noise
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     try:
         return run_command(args, sys.stdout, sys.stderr)
     except Sam3AgentError as error:  # anything we raise on purpose is one line for the user

@@ -42,8 +42,9 @@ class DrawStyle:
 
     Attributes:
         contour_width: px, ``max(1, round(s / 400))`` (1 px at 300 px, 10 px at 4000 px).
-        font_scale: OpenCV Hershey scale, ``max(0.5, s / 1100)`` (digits about 11 px tall at
-            300 px, about 80 px at 4000 px).
+        font_scale: OpenCV Hershey scale, ``max(0.6, s / 700)`` (digits about 13 px tall at
+            300 px, about 125 px at 4000 px): the VLM sees images shrunk to its pixel budget, so
+            labels must stay a few percent of the image tall to remain legible there.
         text_thickness: px, ``max(1, round(1.6 * font_scale))``.
         padding: px between the digits and the edge of their box.
     """
@@ -57,7 +58,7 @@ class DrawStyle:
     def for_size(width: int, height: int) -> "DrawStyle":
         """The style for an image of ``width`` x ``height`` pixels."""
         side = max(int(width), int(height), 1)
-        font_scale = max(0.5, side / 1100.0)
+        font_scale = max(0.6, side / 700.0)
         thickness = max(1, round(1.6 * font_scale))
         return DrawStyle(
             contour_width=max(1, round(side / 400.0)),

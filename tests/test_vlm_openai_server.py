@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 from PIL import Image
 
-from sam3_agent.errors import BackendError
+from sam3_agent.errors import BackendError, InputError
 from sam3_agent.types import Generation, ImagePart, Message, TextPart, images_equal
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.openai_server import OpenAIServerVLM
@@ -27,7 +27,8 @@ def chunk(content: str | None = None, finish: str | None = None, **delta_extra: 
     delta: dict[str, Any] = dict(delta_extra)
     if content is not None:
         delta["content"] = content
-    return {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
 
 
 def usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
@@ -57,11 +58,12 @@ class FakeServer:
                 server.headers.append(dict(self.headers))
                 server.path = self.path
                 server.reply(self)
+                self.close_connection = True  # one request per connection: no keep-alive wait
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def stream_chunks(self, chunks: list[dict[str, Any]], *, done: bool = True, stall_after: int | None = None):
@@ -192,6 +194,12 @@ def test_reasoning_field_name_of_newer_servers_is_used_too(server, coffee):
     assert result == Generation("thinking more", "length", None, None)
 
 
+def test_reasoning_and_content_in_one_chunk_are_both_kept(server, coffee):
+    server.stream_chunks([chunk("answer", "stop", reasoning_content="why\n")])
+    result = generate(OpenAIServerVLM(server.url, "m"), conversation(coffee))
+    assert result.text == "why\n</think>answer"
+
+
 def test_finish_reason_length_is_reported_as_length(server, coffee):
     server.stream_chunks([chunk("partial "), chunk("answer", "length"), usage_chunk(10, 2)])
     result = generate(OpenAIServerVLM(server.url, "m"), conversation(coffee), max_new_tokens=2)
@@ -251,6 +259,11 @@ def test_stop_event_cancels_a_stalled_stream_promptly(server, coffee):
     rest = list(stream)
     assert time.perf_counter() - started < 1.0
     assert rest == [Generation("first ", "cancelled", None, None)]
+    # the reading thread saw the connection shut down and ended too (so the server can abort)
+    deadline = time.perf_counter() + 1.0
+    while any(t.name == "sse[m]" for t in threading.enumerate()) and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == "sse[m]" for t in threading.enumerate())
 
 
 def test_stop_set_before_the_call_sends_nothing(server, coffee):
@@ -274,5 +287,5 @@ def test_text_only_messages_are_sent_as_strings_and_multi_part_as_lists():
 
 
 def test_base_url_without_scheme_is_refused():
-    with pytest.raises(ValueError, match="http://"):
+    with pytest.raises(InputError, match="http://"):
         OpenAIServerVLM("127.0.0.1:8000/v1", "m")

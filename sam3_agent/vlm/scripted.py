@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, Union
 
@@ -42,6 +43,8 @@ class ScriptedVLM:
         responses: a sequence of responses (``str`` or ``Generation``), used one per call in
             order; or a function called with the messages of each call that returns one.
         name: the backend name shown in traces and errors.
+        piece_delay: seconds to wait before each streamed piece (default 0), so a replay streams
+            at a visible pace (demos, stop tests); the wait ends early when ``stop`` is set.
 
     A ``str`` response ends with ``finish_reason="stop"``, ``prompt_tokens=None`` and
     ``output_tokens`` = number of streamed pieces; a ``Generation`` response is returned as given
@@ -54,8 +57,13 @@ class ScriptedVLM:
             themselves are the caller's immutable objects).
     """
 
-    def __init__(self, responses: Sequence[Response] | ScriptFunction, name: str = "scripted") -> None:
+    def __init__(
+        self, responses: Sequence[Response] | ScriptFunction, name: str = "scripted", *, piece_delay: float = 0.0
+    ) -> None:
+        if piece_delay < 0:
+            raise ValueError(f"piece_delay must be >= 0 seconds, got {piece_delay}")
         self.name = name
+        self.piece_delay = float(piece_delay)
         self.requests: list[list[Message]] = []
         self._function: ScriptFunction | None = None
         self._responses: list[Response] = []
@@ -66,7 +74,7 @@ class ScriptedVLM:
             for i, response in enumerate(self._responses):
                 if not isinstance(response, (str, Generation)):
                     raise TypeError(
-                        f"scripted VLM {name!r}: response {i} is a {type(response).__name__}; use str or Generation"
+                        f"scripted VLM {name!r}: response {i} is {type(response).__name__!r}; use str or Generation"
                     )
         self._lock = threading.Lock()
 
@@ -100,6 +108,11 @@ class ScriptedVLM:
         pieces = split_pieces(text)
         streamed: list[str] = []
         for piece in pieces:
+            if self.piece_delay:
+                if stop is not None:
+                    stop.wait(self.piece_delay)
+                else:
+                    time.sleep(self.piece_delay)
             if stop is not None and stop.is_set():
                 yield Generation("".join(streamed), "cancelled", None, len(streamed))
                 return
@@ -128,7 +141,7 @@ class ScriptedVLM:
         response = self._function(messages)
         if not isinstance(response, (str, Generation)):
             raise BackendError(
-                f"scripted VLM {self.name!r}: the script function returned a {type(response).__name__} "
+                f"scripted VLM {self.name!r}: the script function returned {type(response).__name__!r} "
                 f"on call {call}; it must return str or Generation"
             )
         return response

@@ -1,0 +1,122 @@
+"""The command line end to end on a real photo with the tiny models (and a scripted VLM)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ASSETS, tool
+
+from sam3_agent.cli import main
+from sam3_agent.masks import decode_rle, postprocess_masks
+from sam3_agent.presets import tiny_model_paths
+from sam3_agent.segmenter import Sam3Segmenter
+from sam3_agent.trace_io import load_trace
+
+COFFEE = str(ASSETS / "coffee.jpg")  # 600 x 400
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def script_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("script") / "script.json"
+    script = {
+        "main": [
+            tool("segment_phrase", "The spoon lies on the saucer; SAM 3 knows spoons.", text_prompt="spoon"),
+            tool("examine_each_mask", "Several masks; check each."),
+            tool("select_masks_and_return", "Mask 1 is the spoon.", final_answer_masks=[1]),
+        ],
+        "verify": ["<think>ok</think><verdict>Accept</verdict>"] * 16,
+    }
+    path.write_text(json.dumps(script))
+    return path
+
+
+def test_scripted_run_writes_trace_overlay_and_coco_masks(tmp_path, capsys, script_file):
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(
+        ["run", "--preset", "tiny", "--image", COFFEE, "--query", "the spoon", "--out", str(out),
+         "--script", str(script_file)],
+        capsys,
+    )
+    assert code == 0, stderr
+    assert "Round 1/30" in stdout and 'call: segment_phrase(text_prompt="spoon")' in stdout
+    assert "Round 3/30" in stdout and "Finished: done after 3 round(s), 1 final mask(s)" in stdout
+    trace = load_trace(out)
+    assert trace.status == "done" and [r.call.name for r in trace.rounds] == [
+        "segment_phrase", "examine_each_mask", "select_masks_and_return"]
+    results = json.loads((out / "final_masks.json").read_text())
+    assert len(results) == 1
+    assert results[0]["segmentation"]["size"] == [400, 600] and isinstance(results[0]["segmentation"]["counts"], str)
+    decoded = decode_rle([r["segmentation"] for r in results])
+    assert np.array_equal(decoded, trace.final_masks.masks)
+    x, y, w, h = results[0]["bbox"]
+    ys, xs = np.nonzero(decoded[0])
+    assert (x, y, x + w, y + h) == (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
+    assert (out / "final_overlay.png").exists() and (out / "images" / "raw.png").exists()
+
+
+def test_final_mask_is_the_tiny_sam3_top_mask(tmp_path, capsys, script_file):
+    out = tmp_path / "out"
+    code, _, _ = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the spoon", "--out", str(out),
+                          "--script", str(script_file)], capsys)
+    assert code == 0
+    sam3_dir, _ = tiny_model_paths()
+    from sam3_agent.images import load_image
+
+    expected = postprocess_masks(Sam3Segmenter.from_pretrained(str(sam3_dir)).segment(load_image(COFFEE), "spoon", 0.5))
+    trace = load_trace(out)
+    assert len(expected) >= 1
+    assert np.array_equal(trace.final_masks.masks[0], expected.masks[0])
+    assert trace.final_masks.scores[0] == pytest.approx(float(expected.scores[0]))
+
+
+def test_tiny_vlm_run_ends_with_budget_and_still_writes_outputs(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the cup",
+                                    "--out", str(out), "--max-rounds", "2", "--max-new-tokens", "12"], capsys)
+    assert code == 4
+    assert stderr.strip().splitlines()[-1].startswith("error: max_rounds:")
+    assert "random weights" in stdout
+    assert load_trace(out).status == "max_rounds"
+    assert json.loads((out / "final_masks.json").read_text()) == []
+    assert (out / "final_overlay.png").exists()
+
+
+def test_not_an_image_is_exit_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello")
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", str(bad), "--query", "x", "--out",
+                               str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert len(stderr.strip().splitlines()) == 1 and "not an image" in stderr.lower()
+
+
+def test_missing_model_folder_is_exit_3_naming_it(tmp_path, capsys, script_file):
+    missing = tmp_path / "no_such_sam3"
+    code, _, stderr = run_cli(["run", "--image", COFFEE, "--query", "x", "--out", str(tmp_path / "o"),
+                               "--sam3-model", str(missing), "--script", str(script_file)], capsys)
+    assert code == 3
+    assert "no_such_sam3" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_malformed_script_is_exit_2(tmp_path, capsys):
+    script = tmp_path / "bad.json"
+    script.write_text("{not json")
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "x", "--out",
+                               str(tmp_path / "o"), "--script", str(script)], capsys)
+    assert code == 2 and "bad.json" in stderr
+
+
+def test_empty_query_is_exit_2(tmp_path, capsys):
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "  ", "--out",
+                               str(tmp_path / "o")], capsys)
+    assert code == 2 and "query is empty" in stderr

@@ -1,0 +1,304 @@
+"""TransformersQwenVLM on tiny random-weight Qwen3-VL / Qwen2.5-VL checkpoints built offline."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+from safetensors.torch import load_file
+
+from sam3_agent.errors import BackendError, InputError
+from sam3_agent.tiny.qwen import MARKER_FILE, build_tiny_qwen
+from sam3_agent.types import Generation, ImagePart, Message, TextPart
+from sam3_agent.vlm.base import generate
+from sam3_agent.vlm.transformers_qwen import DEFAULT_VLM_MODEL, TransformersQwenVLM, to_chat
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+# coffee.jpg is 600x400. Tiny processors keep at most 128*128 px: Qwen3-VL (32 px per image token)
+# resizes it to 128x96 -> 4x3 = 12 tokens; Qwen2.5-VL (28 px per token) to 140x84 -> 5x3 = 15 tokens.
+# With max_pixels=256*256 Qwen3-VL resizes it to 288x192 -> 9x6 = 54 tokens.
+QWEN3_COFFEE_IMAGE_TOKENS = 12
+QWEN3_COFFEE_IMAGE_TOKENS_256 = 54
+QWEN25_COFFEE_IMAGE_TOKENS = 15
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tiny_qwen")
+    return {
+        "qwen3_vl": build_tiny_qwen(root / "qwen3_vl", kind="qwen3_vl"),
+        "qwen3_vl_thinking": build_tiny_qwen(root / "qwen3_vl_thinking", kind="qwen3_vl", thinking=True),
+        "qwen2_5_vl": build_tiny_qwen(root / "qwen2_5_vl", kind="qwen2_5_vl"),
+    }
+
+
+@pytest.fixture(scope="module")
+def qwen3(tiny_dirs) -> TransformersQwenVLM:
+    return TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_new_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def coffee() -> Image.Image:
+    with Image.open(ASSETS / "coffee.jpg") as img:
+        return img.convert("RGB")
+
+
+def conversation(image: Image.Image, query: str = "the cup on the left") -> list[Message]:
+    return [
+        Message("system", (TextPart("You segment what the user asks for."),)),
+        Message("user", (ImagePart(image, "raw"), TextPart(query))),
+    ]
+
+
+def image_token_count(vlm: TransformersQwenVLM, messages: list[Message]) -> int:
+    ids = vlm.encode(messages)["input_ids"][0]
+    return int((ids == vlm.model.config.image_token_id).sum())
+
+
+def test_streamed_pieces_concatenate_to_the_greedy_decoding(qwen3, coffee):
+    messages = conversation(coffee)
+    items = list(qwen3.stream(messages))
+    *pieces, result = items
+    assert all(isinstance(p, str) and p for p in pieces)
+    assert isinstance(result, Generation)
+    assert "".join(pieces) == result.text
+    # the same as generating directly and decoding all new tokens at once
+    inputs = qwen3.encode(messages)
+    sequences = qwen3.model.generate(**inputs, max_new_tokens=12, do_sample=False)
+    new_tokens = sequences[0, inputs["input_ids"].shape[1]:]
+    assert result.text == qwen3.processor.tokenizer.decode(new_tokens, skip_special_tokens=True)
+    assert result.prompt_tokens == inputs["input_ids"].shape[1]
+    assert result.output_tokens == 12
+    assert result.finish_reason == "length"  # random weights never pick <|im_end|> here
+
+
+def test_greedy_decoding_is_deterministic(qwen3, coffee):
+    assert generate(qwen3, conversation(coffee)) == generate(qwen3, conversation(coffee))
+
+
+def test_prompt_tokens_count_text_and_bounded_image_tokens(tiny_dirs, qwen3, coffee):
+    messages = conversation(coffee)
+    text_only = [messages[0], Message("user", (TextPart("the cup on the left"),))]
+    # vision start/end markers are text tokens; the image adds its image tokens
+    expected = generate(qwen3, text_only).prompt_tokens + 2 + QWEN3_COFFEE_IMAGE_TOKENS
+    assert image_token_count(qwen3, messages) == QWEN3_COFFEE_IMAGE_TOKENS
+    assert generate(qwen3, messages).prompt_tokens == expected
+
+    larger = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_pixels=256 * 256)
+    assert larger.image_size == {"shortest_edge": 32 * 32, "longest_edge": 256 * 256}
+    assert image_token_count(larger, messages) == QWEN3_COFFEE_IMAGE_TOKENS_256
+    grown = generate(larger, messages, max_new_tokens=1).prompt_tokens
+    assert grown == expected + QWEN3_COFFEE_IMAGE_TOKENS_256 - QWEN3_COFFEE_IMAGE_TOKENS
+
+
+def test_max_new_tokens_reached_gives_finish_reason_length(qwen3, coffee):
+    result = generate(qwen3, conversation(coffee), max_new_tokens=5)
+    assert result.finish_reason == "length"
+    assert result.output_tokens == 5
+
+
+def test_end_of_turn_token_gives_finish_reason_stop(tiny_dirs, coffee):
+    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]))
+    # all logits equal -> greedy picks the lowest id, 0 = <|endoftext|>, one of the model's end tokens
+    with torch.no_grad():
+        vlm.model.lm_head.weight.zero_()
+    items = list(vlm.stream(conversation(coffee), max_new_tokens=8))
+    assert items == [Generation("", "stop", items[-1].prompt_tokens, 1)]
+
+
+def test_stop_set_before_start_cancels_without_generating(qwen3, coffee):
+    stop = threading.Event()
+    stop.set()
+    items = list(qwen3.stream(conversation(coffee), stop=stop))
+    assert items == [Generation("", "cancelled", None, 0)]
+
+
+def test_a_caller_waiting_for_the_model_can_cancel(qwen3, coffee):
+    first = qwen3.stream(conversation(coffee), max_new_tokens=2000)
+    next(first)  # holds the model
+    stop = threading.Event()
+    stop.set()
+    started = time.perf_counter()
+    assert list(qwen3.stream(conversation(coffee), stop=stop)) == [Generation("", "cancelled", None, 0)]
+    assert time.perf_counter() - started < 1
+    first.close()
+
+
+def test_stop_set_mid_stream_ends_generation_promptly(qwen3, coffee):
+    stop = threading.Event()
+    stream = qwen3.stream(conversation(coffee), max_new_tokens=2000, stop=stop)
+    first = next(stream)
+    stop.set()
+    *rest, result = list(stream)
+    assert result.finish_reason == "cancelled"
+    assert result.output_tokens < 2000
+    assert result.text == first + "".join(rest)
+
+
+def test_thinking_template_opens_think_and_keeps_think_tags(tiny_dirs, coffee):
+    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl_thinking"]))
+    assert vlm.render_prompt(conversation(coffee)).endswith("<|im_start|>assistant\n<think>\n")
+    tokenizer = vlm.processor.tokenizer
+    ids = tokenizer.encode("<think>cup</think><tool_call>x</tool_call><|im_end|>", add_special_tokens=False)
+    assert tokenizer.convert_tokens_to_ids("<think>") in ids
+    # <think> and </think> are added tokens but not special: decoding keeps them
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "<think>cup</think><tool_call>x</tool_call>"
+    instruct = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]))
+    assert instruct.render_prompt(conversation(coffee)).endswith("<|im_start|>assistant\n")
+
+
+def test_rendered_prompt_has_turns_and_one_placeholder_per_image(qwen3, coffee):
+    messages = conversation(coffee) + [
+        Message("assistant", (TextPart("<tool>seg</tool>"),)),
+        Message("user", (TextPart("overlay:"), ImagePart(coffee, "overlay"))),
+    ]
+    assert qwen3.render_prompt(messages) == (
+        "<|im_start|>system\nYou segment what the user asks for.<|im_end|>\n"
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>the cup on the left<|im_end|>\n"
+        "<|im_start|>assistant\n<tool>seg</tool><|im_end|>\n"
+        "<|im_start|>user\noverlay:<|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_to_chat_uses_strings_for_single_text_parts_and_lists_otherwise(coffee):
+    chat = to_chat(conversation(coffee))
+    assert chat[0] == {"role": "system", "content": "You segment what the user asks for."}
+    assert chat[1]["content"][0]["type"] == "image"
+    assert chat[1]["content"][0]["image"] is coffee
+    assert chat[1]["content"][1] == {"type": "text", "text": "the cup on the left"}
+
+
+def test_qwen2_5_vl_streams_with_its_own_image_tokens(tiny_dirs, coffee):
+    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen2_5_vl"]))
+    assert type(vlm.model).__name__ == "Qwen2_5_VLForConditionalGeneration"
+    assert image_token_count(vlm, conversation(coffee)) == QWEN25_COFFEE_IMAGE_TOKENS
+    *pieces, result = list(vlm.stream(conversation(coffee), max_new_tokens=6))
+    assert "".join(pieces) == result.text
+    assert (result.finish_reason, result.output_tokens) == ("length", 6)
+    assert result == generate(vlm, conversation(coffee), max_new_tokens=6)
+
+
+def test_concurrent_streams_get_their_own_outputs(qwen3, coffee):
+    with Image.open(ASSETS / "rocket.jpg") as img:
+        rocket = img.convert("RGB")
+    conversations = [conversation(coffee, "the cup"), conversation(rocket, "the rocket")]
+    sequential = [generate(qwen3, c, max_new_tokens=20) for c in conversations]
+    assert sequential[0].text != sequential[1].text
+
+    results: list[list] = [[], []]
+
+    def run(i: int) -> None:
+        results[i] = list(qwen3.stream(conversations[i], max_new_tokens=20))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for i in range(2):
+        *pieces, result = results[i]
+        assert result == sequential[i]
+        assert "".join(pieces) == sequential[i].text
+
+
+def test_abandoned_stream_releases_the_model(qwen3, coffee):
+    stream = qwen3.stream(conversation(coffee), max_new_tokens=2000)
+    next(stream)
+    stream.close()  # consumer walked away mid-generation
+    started = time.perf_counter()
+    result = generate(qwen3, conversation(coffee), max_new_tokens=3)
+    assert result.output_tokens == 3
+    assert time.perf_counter() - started < 5
+
+
+def test_generation_errors_become_backend_errors(qwen3, coffee, monkeypatch):
+    def out_of_memory(**kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(qwen3.model, "generate", out_of_memory)
+    with pytest.raises(BackendError, match="ran out of memory while generating: reduce max_pixels"):
+        generate(qwen3, conversation(coffee))
+    monkeypatch.undo()
+    assert generate(qwen3, conversation(coffee), max_new_tokens=2).output_tokens == 2  # lock released
+
+
+def test_missing_local_folder_raises_backend_error_naming_it(tmp_path):
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(BackendError, match=f"the model folder {missing} does not exist"):
+        TransformersQwenVLM.from_pretrained(str(missing))
+
+
+def test_hub_id_unavailable_offline_raises_backend_error_with_fixes(monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(BackendError) as info:
+        TransformersQwenVLM.from_pretrained("sam3-agent-tests/no-such-repo")
+    message = str(info.value)
+    assert message.startswith("cannot load the VLM sam3-agent-tests/no-such-repo: ")
+    assert "`hf auth login`" in message
+    assert "(HF_HUB_OFFLINE=1) only works when the Hugging Face cache already holds the files" in message
+
+
+def test_folder_without_a_model_raises_backend_error(tmp_path):
+    with pytest.raises(BackendError, match=f"the folder {tmp_path} holds no model"):
+        TransformersQwenVLM.from_pretrained(str(tmp_path))
+
+
+def test_min_pixels_above_max_pixels_is_refused(tiny_dirs):
+    with pytest.raises(InputError, match="min_pixels \\(5000\\) is larger than max_pixels \\(4000\\)"):
+        TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), min_pixels=5000, max_pixels=4000)
+
+
+def test_default_model_is_qwen3_vl_8b_instruct():
+    assert DEFAULT_VLM_MODEL == "Qwen/Qwen3-VL-8B-Instruct"
+
+
+# ---------------------------------------------------------------- the tiny builder
+
+
+def test_tiny_build_is_skipped_when_complete(tiny_dirs):
+    folder = tiny_dirs["qwen3_vl"]
+    weights = folder / "model.safetensors"
+    before = weights.stat().st_mtime_ns
+    assert build_tiny_qwen(folder, kind="qwen3_vl") == folder
+    assert weights.stat().st_mtime_ns == before
+    assert (folder / MARKER_FILE).read_text().startswith("sam3_agent tiny qwen v1")
+
+
+def test_tiny_build_is_seeded_and_rebuilt_when_arguments_change(tiny_dirs, tmp_path):
+    again = build_tiny_qwen(tmp_path / "same_seed", kind="qwen3_vl")
+    reference = load_file(str(tiny_dirs["qwen3_vl"] / "model.safetensors"))
+    same = load_file(str(again / "model.safetensors"))
+    assert reference.keys() == same.keys()
+    assert all(torch.equal(reference[k], same[k]) for k in reference)
+    assert (again / "tokenizer.json").read_text() == (tiny_dirs["qwen3_vl"] / "tokenizer.json").read_text()
+
+    build_tiny_qwen(again, kind="qwen3_vl", seed=1)  # same folder, other seed: rebuilt
+    other = load_file(str(again / "model.safetensors"))
+    assert not torch.equal(reference["lm_head.weight"], other["lm_head.weight"])
+    assert (again / MARKER_FILE).read_text().endswith("seed=1\n")
+
+
+def test_tiny_tokenizer_has_qwen_special_tokens_and_im_end_as_eos(qwen3):
+    tokenizer = qwen3.processor.tokenizer
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
+    added = {t.content: t.special for t in tokenizer.added_tokens_decoder.values()}
+    assert added == {
+        "<|endoftext|>": True, "<|im_start|>": True, "<|im_end|>": True, "<|vision_start|>": True,
+        "<|vision_end|>": True, "<|image_pad|>": True, "<|video_pad|>": True,
+        "<think>": False, "</think>": False, "<tool_call>": False, "</tool_call>": False,
+    }
+    config = qwen3.model.config
+    assert config.image_token_id == tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert config.vision_start_token_id == tokenizer.convert_tokens_to_ids("<|vision_start|>")
+    assert qwen3.model.generation_config.eos_token_id == [
+        tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    ]
