@@ -173,8 +173,9 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         stderr.write(f"error: {error}\n")
         return EXIT_BACKEND
     agent = Agent(backends.vlm, backends.segmenter, config, verifier=backends.verifier, settings=backends.settings)
-    if args.preset == "tiny" and not args.script:
-        stdout.write("Note: tiny models have random weights; their output means nothing.\n")
+    if args.preset == "tiny":
+        what = "masks" if args.script else "masks and text"
+        stdout.write(f"Note: the tiny preset's models have random weights; their {what} mean nothing.\n")
     agent_run = agent.start(image, args.query)
     try:
         printer = EventPrinter(stdout)
