@@ -3,6 +3,10 @@
 Prints each round as it happens and writes to DIR: ``trace.json`` (+ ``images/*.png``),
 ``final_overlay.png`` and ``final_masks.json`` (COCO results format).
 
+``python -m sam3_agent export TRACE --coco out.json [--png-dir DIR] [--bundle out.zip]`` writes the corrected
+masks of a saved run (the agent's answer with the hand edits recorded in the trace applied) as COCO JSON, one PNG
+per mask, and/or a bundle .zip; TRACE is a trace folder, its trace.json, a trace .zip or a bundle .zip.
+
 Exit status: 0 finished (masks or no mask); 2 bad input; 3 backend failure; 4 round budget
 exhausted; 130 stopped (Ctrl-C). Failures print one line on stderr.
 """
@@ -64,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
+    export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
+    export.add_argument("--coco", help="COCO instance-segmentation JSON file to write")
+    export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
+    export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
+    export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     return parser
 
 
@@ -193,6 +203,37 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     return {"failed": EXIT_BACKEND, "max_rounds": EXIT_BUDGET}.get(trace.status, EXIT_STOPPED)
 
 
+def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``export``: the corrected masks of a saved trace or bundle as COCO JSON, PNGs and/or a bundle."""
+    from .edits import EditState
+    from .export import coco_document, load_trace_or_bundle, write_bundle, write_coco, write_mask_pngs
+
+    if not (args.coco or args.png_dir or args.bundle):
+        stderr.write("error: nothing to write: give --coco FILE, --png-dir DIR and/or --bundle FILE\n")
+        return EXIT_INPUT
+    try:
+        trace = load_trace_or_bundle(args.trace)
+        state = EditState.from_trace(trace)
+        items = state.corrected_items()
+        width, height = trace.image.size
+        written = []
+        if args.coco:
+            written.append(write_coco(coco_document(items, width, height), args.coco))
+        if args.png_dir:
+            pngs = write_mask_pngs(items, args.png_dir)
+            written.append(f"{len(pngs)} PNG(s) in {args.png_dir}")
+        if args.bundle:
+            written.append(write_bundle(trace, args.bundle, state))
+    except (Sam3AgentError, OSError) as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_INPUT
+    for note in state.notes():
+        stdout.write(f"note: {note}\n")
+    stdout.write(f"{len(items)} corrected mask(s) ({len(state.applied)} edit(s) on the agent's "
+                 f"{len(state.original)}); wrote {', '.join(str(w) for w in written)}\n")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -202,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+    if args.command == "export":
+        return export_command(args, sys.stdout, sys.stderr)
     try:
         return run_command(args, sys.stdout, sys.stderr)
     except Sam3AgentError as error:  # anything we raise on purpose is one line for the user

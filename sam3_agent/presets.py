@@ -160,3 +160,44 @@ def build_backends(settings: BackendSettings) -> Backends:
         record["max_pixels"] = settings.max_pixels
     record["max_new_tokens"] = max_new_tokens
     return Backends(vlm, verifier, segmenter, record)
+
+
+# ---------------------------------------------------------------- point prompts (hand corrections)
+# SAM 3's point-prompt model (``tracker.Sam3PointSegmenter``) refines masks from clicks in the "Correct" step. It is
+# built on demand, separately from the run's backends: a run never needs it.
+
+
+def tiny_tracker_path() -> Path:
+    """Build (once) and return the folder of the tiny random-weight SAM 3 point-prompt model."""
+    from .tiny.tracker import build_tiny_sam3_tracker
+
+    with _build_lock:
+        return build_tiny_sam3_tracker(cache_dir() / "tiny" / "sam3_tracker")
+
+
+@functools.lru_cache(maxsize=4)
+def _point_segmenter(model: str, device: str | None):
+    from .tracker import Sam3PointSegmenter
+
+    return Sam3PointSegmenter.from_pretrained(model, device=device)
+
+
+def build_point_segmenter(preset: Preset = "real", model: str | None = None, device: str | None = None):
+    """SAM 3's point-prompt model for a preset, loaded once per process and shared.
+
+    Args:
+        preset: ``"real"`` (``model`` or ``facebook/sam3``) or ``"tiny"`` (random weights, offline; ``model`` ignored).
+        model: Hugging Face id or local folder of SAM 3 (``real`` preset).
+        device: ``"cuda"``, ``"cpu"`` or ``None`` (CUDA when available).
+
+    Returns:
+        a ``tracker.Sam3PointSegmenter``.
+
+    Raises:
+        InputError: unknown preset.
+        BackendError: the model cannot be loaded (the message names it and the fix).
+    """
+    if preset not in ("real", "tiny"):
+        raise InputError(f"unknown preset {preset!r}: use 'real' or 'tiny'")
+    model_id = str(tiny_tracker_path()) if preset == "tiny" else (model or DEFAULT_SAM3_MODEL)
+    return _point_segmenter(model_id, device)

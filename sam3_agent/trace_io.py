@@ -2,10 +2,11 @@
 
 Layout of a saved trace folder::
 
-    trace.json          schema_version, query, settings, status, messages, rounds, final masks
+    trace.json          schema_version, query, settings, status, messages, rounds, final masks, edits
     images/<name>.png   every image referenced by name (raw image, overlays, verification views)
 
-Masks are stored as COCO RLE (``{"size": [H, W], "counts": str}``). Image names are built by the
+Hand corrections (``Trace.edits``) are stored under ``"edits"`` in their JSON form (``edits.op_to_json``); a trace
+saved before edits existed has no such key and loads with no edits. Masks are stored as COCO RLE (``{"size": [H, W], "counts": str}``). Image names are built by the
 agent from round and mask numbers; on load they are checked against a strict pattern so a
 hand-edited file cannot point outside its folder.
 """
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from .edits import op_from_json, op_to_json
 from .errors import TraceFormatError
 from .masks import decode_rle, encode_rle
 from .types import (
@@ -167,6 +169,7 @@ def trace_to_json(trace: Trace) -> tuple[dict[str, Any], dict[str, Image.Image]]
         "messages": [writer.message(m) for m in trace.messages],
         "rounds": [writer.round(r) for r in trace.rounds],
         "final_masks": writer.masks(trace.final_masks),
+        "edits": [op_to_json(op) for op in trace.edits],
     }
     return document, writer.images
 
@@ -309,6 +312,12 @@ def _read_call(data: dict[str, Any] | None) -> ToolCall | None:
     return ToolCall(str(data["name"]), dict(data["parameters"]), str(data["raw_name"]))
 
 
+def _read_edits(data: Any) -> list:
+    if not isinstance(data, list):
+        raise TraceFormatError(f"'edits' must be a list of edit operations; got {type(data).__name__}")
+    return [op_from_json(op) for op in data]
+
+
 def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
     """Rebuild a trace from its JSON document; ``load_image_bytes(relative_path) -> bytes``.
 
@@ -336,6 +345,7 @@ def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
             started_at=float(document["started_at"]),
             finished_at=None if document["finished_at"] is None else float(document["finished_at"]),
             schema_version=int(version),
+            edits=_read_edits(document.get("edits", [])),
         )
     except TraceFormatError:
         raise

@@ -7,10 +7,13 @@ original resolution; masks are boolean arrays at that same resolution.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
 from PIL import Image
+
+if TYPE_CHECKING:  # edits.py builds on these records; imported for annotations only
+    from .edits import EditOp
 
 Role = Literal["system", "user", "assistant"]
 RunStatus = Literal["running", "done", "no_mask", "max_rounds", "failed", "cancelled"]
@@ -285,6 +288,8 @@ class Trace:
         final_masks: the answer (empty ``Masks`` for no mask), or ``None`` when the run did not finish.
         started_at / finished_at: UNIX times in seconds.
         schema_version: version of the saved format.
+        edits: hand corrections made after the run, in order (``edits.EditOp`` records), applied ON TOP OF
+            ``final_masks``, which is never overwritten; ``edits.EditState.from_trace`` replays them.
     """
 
     query: str
@@ -298,6 +303,7 @@ class Trace:
     started_at: float = 0.0
     finished_at: float | None = None
     schema_version: int = SCHEMA_VERSION
+    edits: list["EditOp"] = field(default_factory=list)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
@@ -314,6 +320,7 @@ class Trace:
             and self.started_at == other.started_at
             and self.finished_at == other.finished_at
             and self.schema_version == other.schema_version
+            and list(self.edits) == list(other.edits)
         )
 
 

@@ -1,0 +1,684 @@
+"""Hand corrections of the agent's final masks: edit operations, their replay, undo/redo, and brush strokes.
+
+The agent's answer (``Trace.final_masks``) is never changed. A person's corrections are a list of operations
+(frozen records with a JSON form, stored in ``Trace.edits``) applied on top of it::
+
+    corrected = replay(agent's masks, ops[:cursor])
+
+Undo and redo move the cursor; a new edit drops the operations after it. Operations carry every mask they add as
+COCO RLE (a point-prompt refinement stores its RESULT, not only the clicks), so replay needs no model.
+
+Masks are addressed by their *index* in the list of items: the agent's masks first (0..N-1), then each added mask
+in turn. Items are never removed: deleting one marks it deleted, so indices stay stable (undo restores it). The UI
+shows item ``i`` as mask number ``i + 1``.
+
+Decisions for bad input (what an annotator expects):
+- clicks outside the image raise ``InputError`` (a click off the image is a slip); brush strokes running over the
+  edge are clipped with a logged warning, and a stroke with no pixel inside the image raises ``InputError``;
+- an erase that empties a mask is recorded; the empty mask stays (paint on it again, undo, or delete it) but is left
+  out of exports, and ``EditState.notes()`` says so;
+- an edit that cannot apply (unknown index, deleted mask, wrong mask size, empty label, a click result that is
+  empty) raises ``InputError`` and records nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar, Sequence, Union
+
+import numpy as np
+
+from .errors import InputError, TraceFormatError
+from .masks import decode_rle, encode_rle
+from .types import Masks, Trace
+
+logger = logging.getLogger(__name__)
+
+AGENT_ORIGIN = "agent"
+
+
+# ------------------------------------------------------------------ records
+
+
+@dataclass(frozen=True)
+class MaskRle:
+    """One mask as COCO compressed RLE.
+
+    Attributes:
+        height, width: mask size in pixels.
+        counts: COCO compressed RLE counts (ASCII text), as ``pycocotools`` writes them.
+    """
+
+    height: int
+    width: int
+    counts: str
+
+    @staticmethod
+    def from_mask(mask: np.ndarray) -> "MaskRle":
+        """Encode a bool (H, W) mask."""
+        rle = encode_rle(np.asarray(mask, dtype=bool)[None])[0]
+        return MaskRle(int(rle["size"][0]), int(rle["size"][1]), rle["counts"])
+
+    def to_mask(self) -> np.ndarray:
+        """Decode to bool (H, W). Raises ValueError on malformed counts."""
+        return decode_rle([self.to_json()])[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": [self.height, self.width], "counts": self.counts}
+
+    @staticmethod
+    def from_json(data: Any) -> "MaskRle":
+        """Read ``{"size": [H, W], "counts": str}``; raises TraceFormatError when malformed or undecodable."""
+        try:
+            height, width = (int(v) for v in data["size"])
+            rle = MaskRle(height, width, str(data["counts"]))
+            rle.to_mask()  # validates the runs now rather than at replay
+        except (KeyError, TypeError, ValueError) as error:
+            raise TraceFormatError(f"an edit holds a malformed RLE mask: {error}") from None
+        return rle
+
+
+@dataclass(frozen=True)
+class ToggleMask:
+    """Show (``on``) or hide a mask; a hidden mask stays in the list but is left out of exports."""
+
+    index: int
+    on: bool
+    kind: ClassVar[str] = "toggle"
+
+    def describe(self) -> str:
+        return f"{'show' if self.on else 'hide'} mask {self.index + 1}"
+
+
+@dataclass(frozen=True)
+class BringInMask:
+    """Add mask ``mask_number`` (1-based) shown in round ``round_index`` (1-based), e.g. one verification rejected."""
+
+    round_index: int
+    mask_number: int
+    mask: MaskRle
+    score: float
+    kind: ClassVar[str] = "bring_in"
+
+    def describe(self) -> str:
+        return f"bring in mask {self.mask_number} of round {self.round_index}"
+
+
+@dataclass(frozen=True)
+class ClickMask:
+    """The mask SAM 3's point-prompt model returned for clicks: replaces mask ``index``, or is added when None.
+
+    Attributes:
+        index: the mask refined, or ``None`` for a new mask.
+        points: (x, y) clicks in original-image pixels; labels: 1 positive / 0 negative.
+        mask: the model's result (stored, so replay needs no model).
+        score: the model's predicted IoU of that mask (informative only; hand-made masks carry no score).
+    """
+
+    index: int | None
+    points: tuple[tuple[float, float], ...]
+    labels: tuple[int, ...]
+    mask: MaskRle
+    score: float
+    kind: ClassVar[str] = "clicks"
+
+    def describe(self) -> str:
+        target = "new mask" if self.index is None else f"mask {self.index + 1}"
+        return f"{len(self.points)} click(s) -> {target}"
+
+
+@dataclass(frozen=True)
+class BrushStroke:
+    """Paint (add pixels) or erase (remove pixels) with a full-resolution stroke; paint with ``index`` None adds a
+    new mask made of the stroke."""
+
+    index: int | None
+    stroke: MaskRle
+    erase: bool = False
+    kind: ClassVar[str] = "brush"
+
+    def describe(self) -> str:
+        if self.index is None:
+            return "paint a new mask"
+        return f"{'erase from' if self.erase else 'paint on'} mask {self.index + 1}"
+
+
+@dataclass(frozen=True)
+class DeleteMask:
+    """Delete a mask (undo brings it back; its index is not reused)."""
+
+    index: int
+    kind: ClassVar[str] = "delete"
+
+    def describe(self) -> str:
+        return f"delete mask {self.index + 1}"
+
+
+@dataclass(frozen=True)
+class RelabelMask:
+    """Change a mask's label (the COCO category it is exported under; default: the query)."""
+
+    index: int
+    label: str
+    kind: ClassVar[str] = "relabel"
+
+    def describe(self) -> str:
+        return f"label mask {self.index + 1} {self.label!r}"
+
+
+EditOp = Union[ToggleMask, BringInMask, ClickMask, BrushStroke, DeleteMask, RelabelMask]
+_OP_TYPES: dict[str, type] = {
+    t.kind: t for t in (ToggleMask, BringInMask, ClickMask, BrushStroke, DeleteMask, RelabelMask)
+}
+
+
+def op_to_json(op: EditOp) -> dict[str, Any]:
+    """The JSON form of an operation: ``{"op": kind, ...params}``, masks as ``{"size": [H, W], "counts": str}``."""
+    out: dict[str, Any] = {"op": op.kind}
+    for f in dataclasses.fields(op):
+        value = getattr(op, f.name)
+        if isinstance(value, MaskRle):
+            value = value.to_json()
+        elif isinstance(value, tuple):
+            value = [list(v) if isinstance(v, tuple) else v for v in value]
+        out[f.name] = value
+    return out
+
+
+def op_from_json(data: Any) -> EditOp:
+    """Rebuild an operation from :func:`op_to_json` output.
+
+    Raises:
+        TraceFormatError: not an object, unknown ``op``, missing or ill-typed fields, malformed masks.
+    """
+    if not isinstance(data, dict) or data.get("op") not in _OP_TYPES:
+        kind = data.get("op") if isinstance(data, dict) else type(data).__name__
+        raise TraceFormatError(f"unknown edit {kind!r}: expected one of {sorted(_OP_TYPES)}")
+    cls = _OP_TYPES[data["op"]]
+    try:
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                if f.default is not dataclasses.MISSING:
+                    continue
+                raise KeyError(f.name)
+            values[f.name] = data[f.name]
+        for name in ("index", "round_index", "mask_number"):
+            if name in values and values[name] is not None:
+                if isinstance(values[name], bool) or not isinstance(values[name], int):
+                    raise TypeError(f"{name} must be an integer")
+        for name in ("mask", "stroke"):
+            if name in values:
+                values[name] = MaskRle.from_json(values[name])
+        if "points" in values:
+            values["points"] = tuple((float(x), float(y)) for x, y in values["points"])
+            values["labels"] = tuple(int(v) for v in values["labels"])
+        for name in ("on", "erase"):
+            if name in values and not isinstance(values[name], bool):
+                raise TypeError(f"{name} must be true or false")
+        if "score" in values:
+            values["score"] = float(values["score"])
+        if "label" in values and not isinstance(values["label"], str):
+            raise TypeError("label must be a string")
+        return cls(**values)
+    except TraceFormatError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise TraceFormatError(f"edit {data['op']!r} is malformed: {type(error).__name__}: {error}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class MaskItem:
+    """One mask of the corrected answer.
+
+    Attributes:
+        mask: bool (H, W) at the original image resolution (may be empty after erasing).
+        label: exported as the COCO category name; default the query.
+        score: SAM 3's detection score while the pixels are SAM 3's (agent masks, masks brought in from a round);
+            ``None`` once edited by hand and for hand-made masks.
+        origin: ``"agent"``, ``"round R mask K"``, ``"clicks"`` or ``"brush"``.
+        on: False when hidden.
+        deleted: True when deleted.
+        edited: True when its pixels were changed (or made) by hand.
+    """
+
+    mask: np.ndarray
+    label: str
+    score: float | None
+    origin: str
+    on: bool = True
+    deleted: bool = False
+    edited: bool = False
+
+    @property
+    def is_empty(self) -> bool:
+        return not bool(self.mask.any())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MaskItem):
+            return NotImplemented
+        same = [getattr(self, f.name) == getattr(other, f.name) for f in dataclasses.fields(self) if f.name != "mask"]
+        return all(same) and self.mask.shape == other.mask.shape and np.array_equal(self.mask, other.mask)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def items_from_masks(masks: Masks | None, label: str) -> tuple[MaskItem, ...]:
+    """The agent's masks as items (label ``label``, their scores, origin ``"agent"``); none for ``None``."""
+    if masks is None:
+        return ()
+    return tuple(
+        MaskItem(np.asarray(m, dtype=bool), label, float(s), AGENT_ORIGIN) for m, s in zip(masks.masks, masks.scores)
+    )
+
+
+# ------------------------------------------------------------------ applying operations
+
+
+def _target(items: Sequence[MaskItem], index: Any) -> MaskItem:
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(items):
+        raise InputError(f"there is no mask {index + 1 if isinstance(index, int) else index!r}: "
+                         f"choose one of masks 1..{len(items)}")
+    item = items[index]
+    if item.deleted:
+        raise InputError(f"mask {index + 1} was deleted: undo the deletion to edit it again")
+    return item
+
+
+def _sized(rle: MaskRle, height: int, width: int, what: str) -> np.ndarray:
+    if (rle.height, rle.width) != (height, width):
+        raise InputError(f"the {what} is {rle.width}x{rle.height} pixels but the image is {width}x{height}")
+    return rle.to_mask()
+
+
+def apply_op(items: Sequence[MaskItem], op: EditOp, height: int, width: int, label: str) -> tuple[MaskItem, ...]:
+    """The items after one operation (a new tuple; ``items`` is not changed).
+
+    Args:
+        items: current items; masks bool (H, W).
+        op: the operation.
+        height, width: the image size in pixels (every mask in ``op`` must have it).
+        label: the label of a mask the operation adds (the query).
+
+    Raises:
+        InputError: the operation cannot apply (see the module docstring).
+    """
+    out = list(items)
+    if isinstance(op, ToggleMask):
+        out[op.index] = dataclasses.replace(_target(items, op.index), on=op.on)
+    elif isinstance(op, DeleteMask):
+        out[op.index] = dataclasses.replace(_target(items, op.index), deleted=True)
+    elif isinstance(op, RelabelMask):
+        if not op.label.strip():
+            raise InputError("a label cannot be empty: type a name for the mask")
+        out[op.index] = dataclasses.replace(_target(items, op.index), label=op.label.strip())
+    elif isinstance(op, BringInMask):
+        mask = _sized(op.mask, height, width, f"mask {op.mask_number} of round {op.round_index}")
+        out.append(MaskItem(mask, label, op.score, f"round {op.round_index} mask {op.mask_number}"))
+    elif isinstance(op, ClickMask):
+        mask = _sized(op.mask, height, width, "mask from the clicks")
+        if op.index is None:
+            out.append(MaskItem(mask, label, None, "clicks", edited=True))
+        else:
+            out[op.index] = dataclasses.replace(_target(items, op.index), mask=mask, score=None, edited=True)
+    elif isinstance(op, BrushStroke):
+        stroke = _sized(op.stroke, height, width, "brush stroke")
+        if op.index is None:
+            if op.erase:
+                raise InputError("select a mask to erase from")
+            out.append(MaskItem(stroke, label, None, "brush", edited=True))
+        else:
+            item = _target(items, op.index)
+            mask = item.mask & ~stroke if op.erase else item.mask | stroke
+            out[op.index] = dataclasses.replace(item, mask=mask, score=None, edited=True)
+    else:
+        raise InputError(f"unknown edit {op!r}")
+    return tuple(out)
+
+
+def replay(
+    original: Sequence[MaskItem], ops: Sequence[EditOp], height: int, width: int, label: str
+) -> tuple[MaskItem, ...]:
+    """Apply ``ops`` in order to ``original``; new masks get ``label``. Raises InputError like :func:`apply_op`."""
+    items = tuple(original)
+    for op in ops:
+        items = apply_op(items, op, height, width, label)
+    return items
+
+
+# ------------------------------------------------------------------ state with undo / redo
+
+
+@dataclass(frozen=True, eq=False)
+class EditState:
+    """The agent's masks, the edit history and a cursor: ``items`` = replay(original, ops[:cursor]).
+
+    Immutable: every edit, undo or redo returns a new state, so a UI can keep it in per-user state and a test can
+    compare states. ``label`` (the query) is given to every new mask.
+    """
+
+    original: tuple[MaskItem, ...]
+    height: int
+    width: int
+    label: str
+    ops: tuple[EditOp, ...] = ()
+    cursor: int = 0
+
+    @staticmethod
+    def from_trace(trace: Trace) -> "EditState":
+        """The state of a trace: its final masks (none when the run did not finish) with ``trace.edits`` applied.
+
+        Raises:
+            TraceFormatError: the recorded edits do not apply to the trace's masks.
+        """
+        label = trace.query.strip() or "object"
+        state = EditState(items_from_masks(trace.final_masks, label), trace.image.height, trace.image.width, label,
+                          tuple(trace.edits), len(trace.edits))
+        try:
+            state.items
+        except (InputError, ValueError) as error:
+            raise TraceFormatError(f"the edits saved with this trace do not apply to its masks: {error}") from None
+        return state
+
+    @cached_property
+    def items(self) -> tuple[MaskItem, ...]:
+        """Every item after ``ops[:cursor]`` (deleted and hidden ones included), in index order."""
+        return replay(self.original, self.ops[: self.cursor], self.height, self.width, self.label)
+
+    @property
+    def applied(self) -> tuple[EditOp, ...]:
+        """The operations in effect (``ops[:cursor]``); what ``to_trace`` saves."""
+        return self.ops[: self.cursor]
+
+    @property
+    def can_undo(self) -> bool:
+        return self.cursor > 0
+
+    @property
+    def can_redo(self) -> bool:
+        return self.cursor < len(self.ops)
+
+    def apply(self, op: EditOp) -> "EditState":
+        """This state plus ``op``; operations after the cursor (the redo history) are dropped.
+
+        Raises:
+            InputError: ``op`` cannot apply; nothing is recorded.
+        """
+        items = apply_op(self.items, op, self.height, self.width, self.label)
+        state = dataclasses.replace(self, ops=self.applied + (op,), cursor=self.cursor + 1)
+        state.__dict__["items"] = items  # seed the cache: no replay needed
+        return state
+
+    def undo(self) -> "EditState":
+        """One step back (the same state when there is nothing to undo)."""
+        return dataclasses.replace(self, cursor=self.cursor - 1) if self.can_undo else self
+
+    def redo(self) -> "EditState":
+        """One step forward again (the same state when there is nothing to redo)."""
+        return dataclasses.replace(self, cursor=self.cursor + 1) if self.can_redo else self
+
+    def corrected_items(self) -> list[MaskItem]:
+        """What exports contain: items neither deleted, hidden nor empty, in index order."""
+        return [it for it in self.items if not it.deleted and it.on and not it.is_empty]
+
+    def corrected_indices(self) -> list[int]:
+        """Indices of :meth:`corrected_items`."""
+        return [i for i, it in enumerate(self.items) if not it.deleted and it.on and not it.is_empty]
+
+    def notes(self) -> list[str]:
+        """Things to tell the person, e.g. that an erased-empty mask will be left out of exports."""
+        return [
+            f"mask {i + 1} is empty after erasing: it is left out of exports; paint on it, undo, or delete it"
+            for i, it in enumerate(self.items)
+            if it.is_empty and not it.deleted
+        ]
+
+    def to_trace(self, trace: Trace) -> Trace:
+        """A copy of ``trace`` whose ``edits`` are the operations in effect (the redo history is not saved)."""
+        return dataclasses.replace(trace, edits=list(self.applied))
+
+
+# ------------------------------------------------------------------ edits a UI calls
+
+
+def toggle_mask(state: EditState, index: int) -> EditState:
+    """Hide a shown mask or show a hidden one. Raises InputError for an unknown or deleted mask."""
+    return state.apply(ToggleMask(index, not _target(state.items, index).on))
+
+
+def delete_mask(state: EditState, index: int) -> EditState:
+    """Delete a mask. Raises InputError for an unknown or already deleted mask."""
+    return state.apply(DeleteMask(index))
+
+
+def relabel_mask(state: EditState, index: int, label: str) -> EditState:
+    """Give a mask a new label (surrounding spaces removed); unchanged state when the label is the same.
+
+    Raises:
+        InputError: unknown or deleted mask, empty label.
+    """
+    if not isinstance(label, str) or not label.strip():
+        raise InputError("a label cannot be empty: type a name for the mask")
+    if _target(state.items, index).label == label.strip():
+        return state
+    return state.apply(RelabelMask(index, label.strip()))
+
+
+def rounds_with_masks(trace: Trace) -> list[tuple[int, Masks]]:
+    """(round index, masks) of every round whose tool left masks, in order: the masks one can bring in."""
+    return [
+        (r.index, r.result.masks)
+        for r in trace.rounds
+        if r.result is not None and r.result.masks is not None and len(r.result.masks) > 0
+    ]
+
+
+def bring_in_mask(state: EditState, trace: Trace, round_index: int, mask_number: int) -> EditState:
+    """Add mask ``mask_number`` (1-based, as shown in that round) of round ``round_index`` to the answer.
+
+    Raises:
+        InputError: no such round or mask, or the same pixels are already a mask of the answer.
+    """
+    rounds = dict(rounds_with_masks(trace))
+    if round_index not in rounds:
+        raise InputError(f"round {round_index} left no masks: choose one of rounds {sorted(rounds) or 'none'}")
+    masks = rounds[round_index]
+    if isinstance(mask_number, bool) or not isinstance(mask_number, int) or not 1 <= mask_number <= len(masks):
+        raise InputError(f"round {round_index} showed masks 1..{len(masks)}; there is no mask {mask_number!r}")
+    mask = np.asarray(masks.masks[mask_number - 1], dtype=bool)
+    for i, item in enumerate(state.items):
+        if not item.deleted and np.array_equal(item.mask, mask):
+            hint = "" if item.on else " (hidden: show it instead)"
+            raise InputError(f"mask {mask_number} of round {round_index} is already mask {i + 1}{hint}")
+    return state.apply(BringInMask(round_index, mask_number, MaskRle.from_mask(mask),
+                                   float(masks.scores[mask_number - 1])))
+
+
+def refine_with_points(
+    state: EditState,
+    index: int | None,
+    image: Any,
+    points: Sequence[tuple[float, float]],
+    labels: Sequence[int],
+    segmenter: Any,
+) -> EditState:
+    """Run SAM 3's point-prompt model on the clicks; its mask replaces mask ``index``, or is added when None.
+
+    Args:
+        state: current state.
+        index: the selected mask, or ``None`` (nothing selected: a new mask).
+        image: the trace's PIL image.
+        points: (x, y) clicks in original-image pixels (x right, y down); labels: 1 positive / 0 negative.
+        segmenter: a ``tracker.PointSegmenter``.
+
+    Raises:
+        InputError: bad clicks (outside the image, no positive one...), unknown/deleted mask, or an empty result.
+        BackendError: the model failed.
+    """
+    if index is not None:
+        _target(state.items, index)
+    result = segmenter.segment_points(image, points, labels)
+    mask = np.asarray(result.mask, dtype=bool)
+    if not mask.any():
+        raise InputError("SAM 3 found no mask at these clicks: click on the object itself, or use the brush")
+    op = ClickMask(index, tuple((float(x), float(y)) for x, y in points), tuple(int(v) for v in labels),
+                   MaskRle.from_mask(mask), float(result.score))
+    return state.apply(op)
+
+
+def paint(state: EditState, index: int | None, stroke: np.ndarray) -> EditState:
+    """Add the stroke's pixels to mask ``index`` (or make a new mask of them when None).
+
+    Args:
+        stroke: bool (H, W) at the image's full resolution (see :func:`stroke_from_view_points`,
+            :func:`stroke_from_view_mask`, :func:`stroke_from_editor`).
+
+    Raises:
+        InputError: wrong stroke size, empty stroke, unknown or deleted mask.
+    """
+    return state.apply(BrushStroke(index, _stroke_rle(state, stroke), erase=False))
+
+
+def erase(state: EditState, index: int, stroke: np.ndarray) -> EditState:
+    """Remove the stroke's pixels from mask ``index`` (a mask erased to nothing stays, empty; see ``notes``).
+
+    Raises:
+        InputError: no mask selected, wrong stroke size, empty stroke, unknown or deleted mask.
+    """
+    if index is None:
+        raise InputError("select a mask to erase from")
+    return state.apply(BrushStroke(index, _stroke_rle(state, stroke), erase=True))
+
+
+def _stroke_rle(state: EditState, stroke: np.ndarray) -> MaskRle:
+    stroke = np.asarray(stroke)
+    if stroke.shape != (state.height, state.width):
+        raise InputError(
+            f"the stroke is {stroke.shape} but the image is {state.height}x{state.width} (H, W): map strokes on a "
+            "scaled view to full resolution first (stroke_from_view_mask / stroke_from_view_points)"
+        )
+    stroke = stroke.astype(bool)
+    if not stroke.any():
+        raise InputError("the stroke is empty: paint over the image")
+    return MaskRle.from_mask(stroke)
+
+
+# ------------------------------------------------------------------ brush strokes on a scaled view
+
+
+def _check_size(height: int, width: int) -> None:
+    if height <= 0 or width <= 0:
+        raise InputError(f"image size {width}x{height} must be positive")
+
+
+def stroke_from_view_points(
+    points: Sequence[tuple[float, float]], radius: float, view_scale: float, height: int, width: int
+) -> np.ndarray:
+    """A round brush dragged through ``points`` on a scaled view, drawn at the image's full resolution.
+
+    Coordinates: (x, y) in view pixels, x right, y down, pixel (c, r) centred on (c, r); the view shows the image
+    at ``view_scale`` = view size / full size (e.g. 0.25 for a 1000 px view of a 4000 px photo). A view point maps to
+    full resolution as ``(v + 0.5) / view_scale - 0.5`` and the radius as ``radius / view_scale``; a full-size pixel
+    is painted when its centre lies within that radius of the polyline. Parts outside the image are clipped (a
+    warning is logged).
+
+    Returns:
+        bool (height, width).
+
+    Raises:
+        InputError: no point, non-positive radius or scale, non-finite values, or no painted pixel inside the image.
+    """
+    _check_size(height, width)
+    try:
+        pts = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError("brush points must be (x, y) pairs of numbers") from None
+    if pts.size == 0:
+        raise InputError("a brush stroke needs at least one point")
+    if pts.ndim != 2 or pts.shape[1] != 2:
+        raise InputError(f"brush points must be a list of (x, y) pairs; got shape {pts.shape}")
+    if not (np.isfinite(pts).all() and np.isfinite(radius) and np.isfinite(view_scale)):
+        raise InputError("brush points, radius and view scale must be finite numbers")
+    if radius <= 0 or view_scale <= 0:
+        raise InputError(f"brush radius ({radius}) and view scale ({view_scale}) must be positive")
+    full = (pts + 0.5) / view_scale - 0.5
+    r = radius / view_scale
+    out = np.zeros((height, width), dtype=bool)
+    segments = list(zip(full[:-1], full[1:])) or [(full[0], full[0])]
+    for a, b in segments:
+        x0, x1 = max(int(np.floor(min(a[0], b[0]) - r)), 0), min(int(np.ceil(max(a[0], b[0]) + r)) + 1, width)
+        y0, y1 = max(int(np.floor(min(a[1], b[1]) - r)), 0), min(int(np.ceil(max(a[1], b[1]) + r)) + 1, height)
+        if x0 >= x1 or y0 >= y1:
+            continue
+        xs, ys = np.meshgrid(np.arange(x0, x1, dtype=np.float64), np.arange(y0, y1, dtype=np.float64))
+        d = b - a
+        length2 = float(d @ d)
+        t = np.zeros_like(xs) if length2 == 0 else np.clip(((xs - a[0]) * d[0] + (ys - a[1]) * d[1]) / length2, 0, 1)
+        dist2 = (xs - a[0] - t * d[0]) ** 2 + (ys - a[1] - t * d[1]) ** 2
+        out[y0:y1, x0:x1] |= dist2 <= r * r + 1e-9
+    outside = (full[:, 0] - r < -0.5) | (full[:, 1] - r < -0.5) | (full[:, 0] + r > width - 0.5) | (
+        full[:, 1] + r > height - 0.5)
+    if not out.any():
+        raise InputError("the brush stroke lies entirely outside the image: paint over the image")
+    if outside.any():
+        logger.warning("brush stroke runs past the image edge; the part outside was clipped")
+    return out
+
+
+def stroke_from_view_mask(view_mask: np.ndarray, height: int, width: int) -> np.ndarray:
+    """A stroke drawn on a scaled view (bool or non-zero = painted), mapped to the full ``height`` x ``width``.
+
+    Nearest-neighbour on pixel centres: full pixel (r, c) takes view pixel (floor((r + 0.5) * h / H),
+    floor((c + 0.5) * w / W)), so with an integer scale each view pixel covers exactly its block of full pixels.
+
+    Raises:
+        InputError: not a 2-D array, or a view whose aspect ratio differs from the image's by more than rounding.
+    """
+    _check_size(height, width)
+    view = np.asarray(view_mask)
+    if view.ndim != 2 or view.shape[0] == 0 or view.shape[1] == 0:
+        raise InputError(f"a view stroke must be a non-empty 2-D mask (h, w); got shape {view.shape}")
+    h, w = view.shape
+    if abs(round(height * w / width) - h) > 1:
+        raise InputError(
+            f"the painted layer is {w}x{h} but the image is {width}x{height}: the view must show the whole image "
+            "at one scale (same aspect ratio)"
+        )
+    rows = np.minimum(((np.arange(height) + 0.5) * h / height).astype(np.int64), h - 1)
+    cols = np.minimum(((np.arange(width) + 0.5) * w / width).astype(np.int64), w - 1)
+    return (view != 0)[rows[:, None], cols[None, :]]
+
+
+def stroke_from_editor(value: Any, height: int, width: int) -> np.ndarray:
+    """The strokes of a Gradio ``ImageEditor`` value, at the image's full resolution.
+
+    Args:
+        value: ``{"background": ..., "layers": [...], "composite": ...}`` with RGBA uint8 arrays (h, w, 4) or PIL
+            images, at the size the editor showed; a pixel is painted where any layer's alpha is above 0.
+        height, width: the full image size.
+
+    Returns:
+        bool (height, width).
+
+    Raises:
+        InputError: not an editor value, no layer, a layer without alpha or of another size, nothing painted.
+    """
+    if not isinstance(value, dict) or "layers" not in value:
+        raise InputError("expected the ImageEditor value: a dict with 'background', 'layers' and 'composite'")
+    layers = [np.asarray(layer) for layer in (value.get("layers") or []) if layer is not None]
+    if not layers:
+        raise InputError("nothing was painted: draw on the image with the brush first")
+    painted = None
+    for layer in layers:
+        if layer.ndim != 3 or layer.shape[2] != 4:
+            raise InputError(f"an editor layer must be RGBA (h, w, 4); got shape {layer.shape}")
+        alpha = layer[..., 3] > 0
+        if painted is not None and alpha.shape != painted.shape:
+            raise InputError(f"editor layers differ in size: {alpha.shape} and {painted.shape}")
+        painted = alpha if painted is None else painted | alpha
+    if not painted.any():
+        raise InputError("nothing was painted: draw on the image with the brush first")
+    return stroke_from_view_mask(painted, height, width)

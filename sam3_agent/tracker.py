@@ -1,0 +1,276 @@
+"""SAM 3's point-prompt model behind one Protocol: clicks on an image -> one mask.
+
+``Sam3PointSegmenter`` wraps transformers' ``Sam3TrackerModel`` / ``Sam3TrackerProcessor`` (the same weights as
+``facebook/sam3``, promptable with points). As in ``segmenter.py``, the image encoder is the expensive part, so each
+image is encoded once and its embeddings are reused for every click, from a small LRU cache keyed by the image's
+content (``images.image_digest``). Used by ``edits.refine_with_points`` to correct masks by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import torch
+from PIL import Image
+
+from .errors import BackendError, InputError
+from .images import image_digest
+from .segmenter import DEFAULT_SAM3_MODEL, _looks_like_local_path
+
+logger = logging.getLogger(__name__)
+
+MASK_LOGIT_THRESHOLD = 0.0  # mask pixels are logits > 0 (probability > 0.5); transformers' post_process_masks default
+
+
+@dataclass(frozen=True, eq=False)
+class PointMask:
+    """The mask SAM 3 predicts for a set of clicks.
+
+    Attributes:
+        mask: bool (H, W) at the original image resolution.
+        score: the model's predicted IoU of that mask, in [0, 1].
+    """
+
+    mask: np.ndarray
+    score: float
+
+
+@runtime_checkable
+class PointSegmenter(Protocol):
+    """Anything that turns clicks on an image into one mask."""
+
+    name: str
+
+    def segment_points(
+        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int]
+    ) -> PointMask:
+        """One mask for the object the clicks point at (see ``Sam3PointSegmenter.segment_points``)."""
+        ...
+
+
+def tracker_load_failure_message(model_id: str, error: BaseException | None = None) -> str:
+    """The text of the ``BackendError`` raised when SAM 3's point-prompt model cannot be loaded from ``model_id``."""
+    cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+    if _looks_like_local_path(model_id):
+        return (
+            f"Could not load SAM 3's point-prompt model from the folder '{model_id}'{cause}. The folder must exist and "
+            "hold a transformers SAM 3 checkpoint saved with save_pretrained (config.json, model.safetensors and "
+            "processor_config.json). Check the path, or pass a Hugging Face model id such as "
+            f"'{DEFAULT_SAM3_MODEL}'."
+        )
+    return (
+        f"Could not load SAM 3's point-prompt model '{model_id}'{cause}. '{DEFAULT_SAM3_MODEL}' is gated on the "
+        "Hugging Face Hub: accept its licence, then run `hf auth login` (or set HF_TOKEN). Offline, the weights must "
+        "already be in the local Hugging Face cache, or pass a local folder that holds them."
+    )
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def check_clicks(
+    points: Sequence[tuple[float, float]], labels: Sequence[int], width: int, height: int
+) -> tuple[list[list[float]], list[int]]:
+    """Validate clicks on a ``width`` x ``height`` image; returns them as plain lists.
+
+    Args:
+        points: (x, y) pixel coordinates in the original image, x to the right, y down; pixel (col, row) covers
+            [col, col + 1) x [row, row + 1), so valid values lie in [0, width) x [0, height).
+        labels: 1 for a positive click (on the object), 0 for a negative one (not on it), one per point.
+
+    Raises:
+        InputError: no click, counts differ, a label other than 0/1, no positive click, a coordinate that is not a
+            finite number, or a click outside the image (clicks are not clipped: a click off the image is a
+            mistake, not a stroke running over the edge).
+    """
+    pts = [list(p) for p in points]
+    labs = [lab for lab in labels]
+    if not pts:
+        raise InputError("no click given: click on the object (positive) to get a mask")
+    if len(pts) != len(labs):
+        raise InputError(f"{len(pts)} click(s) but {len(labs)} label(s): give one label (1 or 0) per click")
+    for lab in labs:
+        if isinstance(lab, bool) or lab not in (0, 1):
+            raise InputError(f"click label {lab!r} is not 1 (positive) or 0 (negative)")
+    if 1 not in labs:
+        raise InputError("every click is negative: add at least one positive click on the object")
+    out: list[list[float]] = []
+    for point in pts:
+        if len(point) != 2:
+            raise InputError(f"a click must be (x, y); got {point!r}")
+        try:
+            x, y = float(point[0]), float(point[1])
+        except (TypeError, ValueError):
+            raise InputError(f"a click must be two numbers (x, y); got {point!r}") from None
+        if not (np.isfinite(x) and np.isfinite(y)):
+            raise InputError(f"click ({x}, {y}) is not a finite position")
+        if not (0.0 <= x < width and 0.0 <= y < height):
+            raise InputError(
+                f"click ({x:g}, {y:g}) lies outside the {width}x{height} image: click inside it "
+                "(coordinates are pixels of the original image, x to the right, y down)"
+            )
+        out.append([x, y])
+    return out, [int(lab) for lab in labs]
+
+
+class Sam3PointSegmenter:
+    """SAM 3's point-prompt model (transformers ``Sam3TrackerModel``) with a per-image embedding cache.
+
+    Life cycle: build once with :meth:`from_pretrained`, then call :meth:`segment_points` with any image and
+    clicks. The first call on an image runs the image encoder; later calls on the same pixels reuse its embeddings
+    while the image is among the ``feature_cache_size`` most recently used. A lock serialises model calls.
+
+    Attributes:
+        name: the model id or folder it was loaded from.
+    """
+
+    def __init__(self, model: Any, processor: Any, *, name: str = DEFAULT_SAM3_MODEL, feature_cache_size: int = 4):
+        """Wrap a loaded ``Sam3TrackerModel`` (eval mode, on its device) and its ``Sam3TrackerProcessor``.
+
+        Raises:
+            ValueError: ``feature_cache_size`` is negative.
+        """
+        if feature_cache_size < 0:
+            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        self.name = name
+        self._model = model
+        self._processor = processor
+        self._cache_size = feature_cache_size
+        self._cache: OrderedDict[str, list[torch.Tensor]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._encode_count = 0
+
+    @classmethod
+    def from_pretrained(
+        cls, model_id: str = DEFAULT_SAM3_MODEL, *, device: str | None = None, feature_cache_size: int = 4
+    ) -> "Sam3PointSegmenter":
+        """Load the point-prompt model and its processor from a Hugging Face id or a local folder.
+
+        Args:
+            model_id: Hub id (default ``facebook/sam3``, gated) or a folder written by ``save_pretrained``.
+            device: torch device string; ``None`` picks ``"cuda"`` when available (bfloat16) else ``"cpu"`` (float32).
+            feature_cache_size: how many images' embeddings to keep (LRU); 0 disables the cache.
+
+        Raises:
+            BackendError: the weights or processor cannot be loaded; the message names ``model_id`` and the fix.
+            ValueError: ``feature_cache_size`` is negative.
+        """
+        from transformers import Sam3TrackerModel, Sam3TrackerProcessor
+
+        if feature_cache_size < 0:
+            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        local = _looks_like_local_path(model_id)
+        if local and not Path(model_id).expanduser().is_dir():
+            raise BackendError(tracker_load_failure_message(model_id, FileNotFoundError(f"no folder at {model_id}")))
+        source = str(Path(model_id).expanduser()) if local else model_id
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        logger.info("loading SAM 3 point-prompt model from %s on %s (%s)", model_id, device, dtype)
+        try:
+            processor = Sam3TrackerProcessor.from_pretrained(source)
+            model = Sam3TrackerModel.from_pretrained(source, dtype=dtype).to(device).eval()
+        except Exception as exc:  # missing, gated, corrupt or bad device: one clear error
+            raise BackendError(tracker_load_failure_message(model_id, exc)) from exc
+        return cls(model, processor, name=model_id, feature_cache_size=feature_cache_size)
+
+    @property
+    def encode_count(self) -> int:
+        """Number of times the image encoder has run since construction (cache misses)."""
+        return self._encode_count
+
+    @property
+    def device(self) -> torch.device:
+        """The device the model runs on."""
+        return next(self._model.parameters()).device
+
+    def clear_cache(self) -> None:
+        """Forget every cached image encoding."""
+        with self._lock:
+            self._cache.clear()
+
+    def segment_points(
+        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int]
+    ) -> PointMask:
+        """One mask for the object the clicks point at.
+
+        One click is ambiguous (a part or the whole?): the model's three candidate masks are computed and the one
+        with the highest predicted IoU is returned. With several clicks the model's single-mask output is used.
+
+        Args:
+            image: PIL image (converted to RGB if needed), any size.
+            points: (x, y) clicks in pixels of the original image (x right, y down), inside the image.
+            labels: 1 positive / 0 negative, one per click; at least one positive.
+
+        Returns:
+            ``PointMask``: mask bool (H, W) at the original resolution (may be empty: the caller decides), score the
+            predicted IoU in [0, 1].
+
+        Raises:
+            InputError: bad clicks (see :func:`check_clicks`) or ``image`` not a PIL image.
+            BackendError: out of memory while running the model.
+        """
+        if not isinstance(image, Image.Image):
+            raise InputError(f"image must be a PIL image, got {type(image).__name__}")
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        clicks, click_labels = check_clicks(points, labels, image.width, image.height)
+        key = image_digest(image)
+        with self._lock:
+            try:
+                with torch.inference_mode():
+                    return self._segment_locked(image, key, clicks, click_labels)
+            except Exception as exc:
+                if not _is_out_of_memory(exc):
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                raise BackendError(
+                    f"SAM 3's point-prompt model ({self.name}) ran out of memory on a {image.width}x{image.height} "
+                    f"image on {self.device}: try a smaller image, free memory, or run it on the CPU."
+                ) from exc
+
+    # ------------------------------------------------------------------ internals (call with the lock held)
+
+    def _embeddings(self, image: Image.Image, key: str) -> list[torch.Tensor]:
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
+        embeddings = self._model.get_image_embeddings(pixel_values.to(self.device, dtype=self._model.dtype))
+        self._encode_count += 1
+        if self._cache_size > 0:
+            self._cache[key] = embeddings
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return embeddings
+
+    def _segment_locked(self, image: Image.Image, key: str, clicks: list[list[float]], labels: list[int]) -> PointMask:
+        embeddings = self._embeddings(image, key)
+        size = [[image.height, image.width]]
+        prompt = self._processor(
+            images=None, original_sizes=size, input_points=[[clicks]], input_labels=[[labels]], return_tensors="pt"
+        )
+        multimask = len(clicks) == 1
+        outputs = self._model(
+            image_embeddings=embeddings,
+            input_points=prompt["input_points"].to(self.device),
+            input_labels=prompt["input_labels"].to(self.device),
+            multimask_output=multimask,
+        )
+        scores = outputs.iou_scores[0, 0].float().cpu()  # (M,)
+        best = int(torch.argmax(scores))
+        logits = outputs.pred_masks[:, :, best : best + 1].float().cpu()  # (1, 1, 1, h, w)
+        masks = self._processor.post_process_masks(logits, size, mask_threshold=MASK_LOGIT_THRESHOLD)[0]  # (1, 1, H, W)
+        mask = masks.reshape(image.height, image.width).numpy().astype(bool)
+        return PointMask(mask=mask, score=float(scores[best].clamp(0.0, 1.0)))
