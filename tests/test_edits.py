@@ -11,6 +11,7 @@ import pytest
 from conftest import KnownSegmenter, photo, rect_mask, tool, verdict
 
 from sam3_agent.agent import Agent, AgentConfig
+from sam3_agent.strokes import stroke_from_editor, stroke_from_view_mask, stroke_from_view_points
 from sam3_agent.edits import (
     BringInMask,
     BrushStroke,
@@ -29,9 +30,6 @@ from sam3_agent.edits import (
     refine_with_points,
     relabel_mask,
     rounds_with_masks,
-    stroke_from_editor,
-    stroke_from_view_mask,
-    stroke_from_view_points,
     toggle_mask,
 )
 from sam3_agent.errors import InputError, TraceFormatError

@@ -14,6 +14,7 @@ from pycocotools.coco import COCO
 
 from sam3_agent.agent import Agent, AgentConfig
 from sam3_agent.cli import main
+from sam3_agent.strokes import stroke_from_view_mask
 from sam3_agent.edits import (
     EditState,
     bring_in_mask,
@@ -21,7 +22,6 @@ from sam3_agent.edits import (
     erase,
     paint,
     relabel_mask,
-    stroke_from_view_mask,
     toggle_mask,
 )
 from sam3_agent.errors import InputError, TraceFormatError
