@@ -380,7 +380,7 @@ class EditState:
         state = EditState(items_from_masks(trace.final_masks, label), trace.image.height, trace.image.width, label,
                           tuple(trace.edits), len(trace.edits))
         try:
-            state.items
+            _ = state.items  # replay now, so edits that do not apply fail at load time
         except (InputError, ValueError) as error:
             raise TraceFormatError(f"the edits saved with this trace do not apply to its masks: {error}") from None
         return state

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
 from sam3_agent.agent import Agent, AgentConfig
-from sam3_agent.errors import BackendError, InputError
+from sam3_agent.errors import InputError
 from sam3_agent.types import (
     Generation,
     MaskVerdictReady,
@@ -18,7 +17,6 @@ from sam3_agent.types import (
     RunFinished,
     TokenStreamed,
     ToolCall,
-    ToolStarted,
 )
 from sam3_agent.vlm.scripted import ScriptedVLM
 
