@@ -241,7 +241,8 @@ class Round:
         output: raw model output (as generated).
         finish_reason: of the main VLM call.
         call: the parsed tool call (the first one), or ``None``.
-        error: feedback key of a model mistake (e.g. ``"no_tool_call"``), or ``None``.
+        error: feedback key of a model mistake (e.g. ``"no_tool_call"``), ``"backend_error"`` when a
+            backend failed during the round, ``"cancelled"`` when the user stopped it, or ``None``.
         error_detail: human-readable detail of that mistake.
         result: the tool's result (also set for mistakes: then ``reply`` carries the feedback).
         assistant_index: index in ``Trace.messages`` of the stored assistant message.
