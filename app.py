@@ -1,0 +1,47 @@
+"""SAM3 Agent web app.
+
+    python app.py                          # real models (loaded once, shared by all sessions)
+    python app.py --preset tiny            # offline, tiny random-weight models
+    python app.py --preset tiny --script assets/example_script.json
+
+Every flag has an environment variable (``python app.py --help`` lists them), so the same file runs
+as a Hugging Face Space.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from sam3_agent.errors import InputError
+from sam3_agent.ui.layout import create_demo, launch
+from sam3_agent.ui.settings import parse_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse settings, load the models once, build the page and serve it until interrupted."""
+    try:
+        settings, verbose = parse_settings(argv)
+    except InputError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 2
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
+    try:
+        demo, handlers = create_demo(settings)
+    except InputError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 2
+    atexit.register(handlers.close)
+    launch(demo, settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

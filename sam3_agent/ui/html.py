@@ -1,0 +1,226 @@
+"""HTML of the views in ``view``: rounds, verdict cards, the context panel, the status line, final masks.
+
+All text from models and users is escaped. Images are embedded as JPEG data URLs, downsized to
+what the panel shows (so a page update stays small) and memoised by image name: names are unique
+within one trace (``ImagePart.name``), so one ``ImageUrls`` serves one run or one loaded trace.
+
+CSS classes the tests and the stylesheet rely on:
+``round`` (``data-round``, ``data-finished``), ``round-live``, ``reasoning``, ``tool-call``,
+``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``verdict-card`` + ``verdict-accept``/``verdict-reject``
+(``data-mask``), ``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``,
+``ctx-note``, ``ctx-image-count``, ``ctx-tokens``, ``status`` + ``status-<kind>``, ``final-masks``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from html import escape
+
+from PIL import Image
+
+from .view import (
+    STATUS_TITLES,
+    ContextPanel,
+    FinalMaskRow,
+    RoundView,
+    StatusLine,
+    VerdictCard,
+)
+
+OVERLAY_SIDE = 768  # px, longer side of round overlays in the page
+CARD_SIDE = 320  # px, mask and zoom views on verdict cards
+THUMB_SIDE = 112  # px, context panel thumbnails
+JPEG_QUALITY = 85
+
+
+def image_data_url(image: Image.Image, max_side: int) -> str:
+    """A ``data:image/jpeg;base64,...`` URL of ``image`` downsized to at most ``max_side`` px (longer side)."""
+    shown = image.convert("RGB") if image.mode != "RGB" else image
+    if max(shown.size) > max_side:
+        shown = shown.copy()
+        shown.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    buffer = io.BytesIO()
+    shown.save(buffer, format="JPEG", quality=JPEG_QUALITY)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+class ImageUrls:
+    """Memoised data URLs by (image name, size); one instance per run or loaded trace."""
+
+    def __init__(self) -> None:
+        self._urls: dict[tuple[str, int], str] = {}
+
+    def url(self, part_name: str, image: Image.Image, max_side: int) -> str:
+        key = (part_name, max_side)
+        if key not in self._urls:
+            self._urls[key] = image_data_url(image, max_side)
+        return self._urls[key]
+
+
+def _img(urls: ImageUrls, part, max_side: int, css: str, alt: str) -> str:
+    return f'<img class="{css}" src="{urls.url(part.name, part.image, max_side)}" alt="{escape(alt)}"/>'
+
+
+def render_status(line: StatusLine) -> str:
+    """The status line: ``<div class="status status-<kind>">``."""
+    return (
+        f'<div class="status status-{escape(line.kind)}" data-status="{escape(line.kind)}" '
+        f'title="{escape(STATUS_TITLES.get(line.kind, line.kind))}">{escape(line.text)}</div>'
+    )
+
+
+def render_card(card: VerdictCard, urls: ImageUrls) -> str:
+    """One verdict card: mask view, zoom view, verdict, the verifier's reasoning (collapsed)."""
+    verdict = "Accept" if card.verdict == "accept" else "Reject"
+    note = " (no verdict given: kept)" if card.fallback else ""
+    return (
+        f'<div class="verdict-card verdict-{escape(card.verdict)}" data-mask="{card.mask_number}">'
+        f'<div class="card-head">Mask {card.mask_number} / {card.total}: <b class="verdict">{verdict}</b>'
+        f"{escape(note)} <small>{card.seconds:.1f} s</small></div>"
+        f'<div class="card-views">'
+        f"{_img(urls, card.mask_view, CARD_SIDE, 'card-mask', f'mask {card.mask_number}')}"
+        f"{_img(urls, card.zoom_view, CARD_SIDE, 'card-zoom', f'mask {card.mask_number} zoomed')}</div>"
+        f'<details class="card-reasoning"><summary>Verifier reasoning</summary>'
+        f"<pre>{escape(card.reasoning)}</pre></details></div>"
+    )
+
+
+def _cost(view: RoundView) -> str:
+    bits = []
+    if view.seconds is not None:
+        bits.append(f"{view.seconds:.1f} s")
+    if view.prompt_tokens is not None:
+        bits.append(f"{view.prompt_tokens} prompt tokens")
+    if view.output_tokens is not None:
+        bits.append(f"{view.output_tokens} output tokens")
+    return " · ".join(bits)
+
+
+def render_round(view: RoundView, urls: ImageUrls) -> str:
+    """One round: header (number / budget, time, tokens), reasoning, call, reply, overlay, cards.
+
+    A streaming round has its reasoning open and the class ``round-live``; a finished one has it
+    collapsed.
+    """
+    budget = f" / {view.max_rounds}" if view.max_rounds else ""
+    classes = "round round-live" if view.streaming else "round"
+    finished = f' data-finished="{view.finished_at:.3f}"' if view.finished_at is not None else ""
+    cost = _cost(view)
+    head = f"Round {view.index}{budget}" + (" (in progress)" if view.streaming else "")
+    parts = [
+        f'<section class="{classes}" data-round="{view.index}"{finished}>',
+        f'<div class="round-head"><b>{escape(head)}</b> <small class="round-cost">{escape(cost)}</small></div>',
+        (
+            f'<details class="reasoning"{" open" if view.streaming else ""}>'
+            f'<summary>{"Reasoning (streaming)" if view.streaming else "Reasoning"}</summary>'
+            f'<pre class="reasoning-text">{escape(view.reasoning)}</pre></details>'
+        ),
+    ]
+    if view.call_text is not None:
+        parts.append(f'<div class="tool-call">Tool call: <code>{escape(view.call_text)}</code></div>')
+    if view.mistake is not None:
+        parts.append(f'<div class="mistake">Model mistake: {escape(view.mistake)}</div>')
+    if view.stopped:
+        parts.append('<div class="round-stopped">Stopped by the user during this round.</div>')
+    if view.failure is not None:
+        parts.append(f'<div class="round-failed">Backend failure: {escape(view.failure)}</div>')
+    if view.summary and view.mistake is None:
+        parts.append(f'<div class="tool-summary">{escape(view.summary)}</div>')
+    if view.cards:
+        parts.append('<div class="cards">' + "".join(render_card(c, urls) for c in view.cards) + "</div>")
+    if view.overlay is not None:
+        parts.append(_img(urls, view.overlay, OVERLAY_SIDE, "overlay", f"round {view.index} overlay"))
+    if view.reply_text is not None:
+        parts.append(
+            f'<details class="tool-reply" open><summary>Reply to the model</summary>'
+            f"<pre>{escape(view.reply_text)}</pre></details>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def render_context(panel: ContextPanel | None, urls: ImageUrls) -> str:
+    """The context panel: header with counts, then every message (dropped ones greyed out)."""
+    if panel is None:
+        return '<div class="ctx-empty">The context of each round appears here while a run goes on.</div>'
+    if panel.prompt_tokens is not None:
+        tokens = f"{panel.prompt_tokens} tokens"
+    else:
+        tokens = "tokens counted when the round ends" if panel.pending else "token count not reported"
+    images = f'{panel.image_count} image{"s" if panel.image_count != 1 else ""}'
+    head = (
+        f'<div class="ctx-head" data-round="{panel.round_index}">'
+        f"<b>Context of round {panel.round_index}</b>: {panel.sent_count} of {len(panel.entries)} messages sent · "
+        f'<span class="ctx-image-count">{images}</span> · <span class="ctx-tokens">{tokens}</span></div>'
+    )
+    out = [head]
+    for entry in panel.entries:
+        classes = ["ctx-msg", f"ctx-{entry.role}"]
+        tags = []
+        if entry.dropped:
+            classes.append("ctx-dropped")
+            tags.append("dropped")
+        if entry.images_as_text:
+            classes.append("ctx-image-text")
+            tags.append("image sent as text")
+        thumbs = "".join(
+            _img(urls, part, THUMB_SIDE, "ctx-thumb", part.name) for part in entry.images
+        )
+        tag_html = "".join(f'<span class="ctx-tag">{escape(t)}</span>' for t in tags)
+        out.append(
+            f'<div class="{" ".join(classes)}" data-index="{entry.index}" data-role="{escape(entry.role)}">'
+            f'<div class="ctx-meta">#{entry.index} {escape(entry.role)} {tag_html}</div>'
+            f'{thumbs}<div class="ctx-text">{escape(entry.excerpt)}</div></div>'
+        )
+        if entry.index == 1 and panel.note:
+            out.append(f'<div class="ctx-note">Note added to message 1: {escape(panel.note)}</div>')
+    return "".join(out)
+
+
+def render_final_masks(rows: Sequence[FinalMaskRow]) -> str:
+    """The final masks as a table (number, score, area, box), or a line saying there are none."""
+    if not rows:
+        return '<div class="final-masks final-none">No final masks.</div>'
+    body = "".join(
+        f'<tr data-mask="{r.number}"><td>{r.number}</td><td>{r.score:.3f}</td><td>{r.area}</td>'
+        f"<td>{', '.join(f'{v:g}' for v in r.bbox_xywh)}</td></tr>"
+        for r in rows
+    )
+    return (
+        '<table class="final-masks"><thead><tr><th>mask</th><th>score</th><th>area (px)</th>'
+        f"<th>box x, y, w, h (px)</th></tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+class RunPage:
+    """The HTML of a live run's panels, rendered incrementally from a ``RunView``.
+
+    Finished rounds never change, so their HTML is rendered once and appended: successive values
+    of the rounds panel extend each other, which Gradio streams as small "append" diffs.
+    """
+
+    def __init__(self) -> None:
+        self.urls = ImageUrls()
+        self._rounds: list[str] = []
+        self._context_key: tuple[int, int | None, bool] | None = None
+        self._context_html = render_context(None, self.urls)
+
+    def rounds_html(self, views: Sequence[RoundView]) -> str:
+        """All finished rounds (only new ones are rendered)."""
+        for view in views[len(self._rounds):]:
+            self._rounds.append(render_round(view, self.urls))
+        return "".join(self._rounds)
+
+    def live_html(self, live: RoundView | None) -> str:
+        """The round in progress, or ``""``."""
+        return render_round(live, self.urls) if live is not None else ""
+
+    def context_html(self, panel: ContextPanel | None) -> str:
+        """The context panel (re-rendered only when its round or token count changes)."""
+        key = None if panel is None else (panel.round_index, panel.prompt_tokens, panel.pending)
+        if key != self._context_key:
+            self._context_key = key
+            self._context_html = render_context(panel, self.urls)
+        return self._context_html

@@ -1,0 +1,138 @@
+"""Models loaded once per process, a fresh ``Agent`` per run, and the files a finished run offers.
+
+No Gradio here: ``AgentFactory`` and ``write_run_files`` are used by the handlers and by tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..agent import Agent, AgentConfig
+from ..errors import BackendError
+from ..masks import to_coco_results
+from ..presets import Backends, build_backends
+from ..prompts import Prompts, load_prompts
+from ..trace_io import trace_to_zip_bytes
+from ..types import Trace
+from ..vlm.base import VLM
+from ..vlm.scripted import Response, ScriptedVLM, load_script
+from .settings import AppSettings
+
+logger = logging.getLogger(__name__)
+
+MASKS_FILE = "final_masks.json"
+TRACE_ZIP_FILE = "trace.zip"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the settings panel shows about the loaded models (read-only in the UI)."""
+
+    vlm: str
+    sam3: str
+    min_pixels: str
+    max_pixels: str
+
+
+class AgentFactory:
+    """Backends shared by every session, and a new ``Agent`` for each run.
+
+    With a script, each run gets new ``ScriptedVLM`` objects built from the script loaded once, so
+    every run replays from the first response; SAM 3 stays shared.
+
+    Args:
+        settings: the launch settings.
+        backends: the loaded backends, or ``None`` when loading failed.
+        script: the loaded script (``vlm.scripted.load_script``), or ``None``.
+        load_error: why the backends could not be loaded (shown to users), or ``None``.
+    """
+
+    def __init__(
+        self,
+        settings: AppSettings,
+        backends: Backends | None,
+        script: dict[str, list[Response]] | None = None,
+        load_error: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.backends = backends
+        self.script = script
+        self.load_error = load_error
+        self.prompts: Prompts = load_prompts()
+
+    @classmethod
+    def load(cls, settings: AppSettings) -> AgentFactory:
+        """Load the backends once. A backend fault (weights missing, out of memory) does not raise: the
+        app keeps serving and every run reports ``load_error``.
+
+        Raises:
+            InputError: inconsistent settings or an unreadable script (fix the launch command).
+        """
+        script = load_script(settings.backend.script) if settings.backend.script else None
+        try:
+            backends = build_backends(settings.backend)
+        except BackendError as error:
+            logger.error("models could not be loaded: %s", error)
+            return cls(settings, None, script, str(error))
+        return cls(settings, backends, script)
+
+    def model_info(self) -> ModelInfo:
+        """The model names and image-token bounds the process runs with."""
+        backend = self.settings.backend
+        record: dict[str, Any] = self.backends.settings if self.backends is not None else {}
+        vlm = str(record.get("vlm_model") or backend.vlm_server_model or backend.vlm_model or "default")
+        if backend.vlm_server:
+            vlm = f"{vlm} at {backend.vlm_server}"
+        if self.load_error:
+            vlm += " (not loaded)"
+        return ModelInfo(
+            vlm=vlm,
+            sam3=str(record.get("sam3_model") or backend.sam3_model or "default"),
+            min_pixels=str(backend.min_pixels) if backend.min_pixels else "model default",
+            max_pixels=str(backend.max_pixels) if backend.max_pixels else "model default",
+        )
+
+    def _vlms(self, backends: Backends) -> tuple[VLM, VLM]:
+        if self.script is None:
+            return backends.vlm, backends.verifier
+        name = Path(self.settings.backend.script or "script").name
+        delay = self.settings.script_piece_delay
+        return (
+            ScriptedVLM(self.script["main"], name=f"scripted:{name}", piece_delay=delay),
+            ScriptedVLM(self.script["verify"], name=f"scripted-verify:{name}", piece_delay=delay),
+        )
+
+    def new_agent(self, max_rounds: int, score_threshold: float) -> Agent:
+        """An agent for one run with this round budget and SAM 3 score threshold.
+
+        Raises:
+            BackendError: the models could not be loaded at start (the message says why).
+            InputError: a budget below 1 or a threshold outside [0, 1].
+        """
+        backends = self.backends
+        if backends is None:
+            raise BackendError(self.load_error or "the models are not loaded")
+        vlm, verifier = self._vlms(backends)
+        config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold))
+        return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
+
+
+def write_run_files(trace: Trace, folder: Path) -> list[Path]:
+    """Write the downloads of a run into ``folder`` (created): final masks and the whole trace.
+
+    Returns:
+        ``[folder/final_masks.json, folder/trace.zip]``: COCO results (``masks.to_coco_results``; an
+        empty list when the run ended without masks) and the trace (``trace_io.trace_to_zip_bytes``).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    final = trace.final_masks
+    results = to_coco_results(final) if final is not None and len(final) else []
+    masks_path = folder / MASKS_FILE
+    masks_path.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    zip_path = folder / TRACE_ZIP_FILE
+    zip_path.write_bytes(trace_to_zip_bytes(trace))
+    return [masks_path, zip_path]

@@ -1,0 +1,184 @@
+"""Launch settings of the app, from command-line flags and environment variables.
+
+Every flag has an environment variable, so the same ``app.py`` runs locally and as a Hugging Face
+Space (where only the environment can be set). A flag given on the command line wins over its
+variable; the variable wins over the built-in default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..agent import DEFAULT_MAX_ROUNDS
+from ..errors import InputError
+from ..presets import BackendSettings
+from ..segmenter import DEFAULT_SCORE_THRESHOLD
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+DEFAULT_CONCURRENCY = 1  # one GPU: one run at a time; others wait in the queue
+MAX_ROUNDS_LIMIT = 100  # upper end of the round-budget slider
+
+# flag destination -> environment variable
+ENVIRONMENT: dict[str, str] = {
+    "preset": "SAM3_AGENT_PRESET",
+    "vlm_model": "SAM3_AGENT_VLM_MODEL",
+    "vlm_server": "SAM3_AGENT_VLM_SERVER",
+    "vlm_server_model": "SAM3_AGENT_VLM_SERVER_MODEL",
+    "script": "SAM3_AGENT_SCRIPT",
+    "script_piece_delay": "SAM3_AGENT_SCRIPT_PIECE_DELAY",
+    "sam3_model": "SAM3_AGENT_SAM3_MODEL",
+    "tiny_vlm": "SAM3_AGENT_TINY_VLM",
+    "device": "SAM3_AGENT_DEVICE",
+    "max_rounds": "SAM3_AGENT_MAX_ROUNDS",
+    "score_threshold": "SAM3_AGENT_SCORE_THRESHOLD",
+    "min_pixels": "SAM3_AGENT_MIN_PIXELS",
+    "max_pixels": "SAM3_AGENT_MAX_PIXELS",
+    "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
+    "concurrency": "SAM3_AGENT_CONCURRENCY",
+    "host": "GRADIO_SERVER_NAME",
+    "port": "GRADIO_SERVER_PORT",
+}
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """How the app was launched.
+
+    Attributes:
+        backend: which models to load (shared by all sessions).
+        max_rounds: default round budget of a run (the UI may change it per run).
+        score_threshold: default SAM 3 score threshold (the UI may change it per run).
+        script_piece_delay: seconds between streamed pieces of a scripted VLM (0: as fast as possible);
+            lets a replay stream visibly and be stopped mid-generation.
+        concurrency: runs processed at once across all sessions (1 suits one GPU).
+        host / port: where the server listens.
+    """
+
+    backend: BackendSettings = field(default_factory=BackendSettings)
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    score_threshold: float = DEFAULT_SCORE_THRESHOLD
+    script_piece_delay: float = 0.0
+    concurrency: int = DEFAULT_CONCURRENCY
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``app.py`` command line (defaults are applied afterwards, from the environment)."""
+    parser = argparse.ArgumentParser(
+        prog="python app.py",
+        description="SAM3 Agent web app. Every flag can also be set with the environment variable in brackets.",
+    )
+    add = parser.add_argument
+    add("--preset", choices=["real", "tiny"], help="real: Hub models (default); tiny: random tiny models, offline")
+    add("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder")
+    add("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    add("--vlm-server-model", help="model name on that server")
+    add("--script", help="JSON file of VLM responses replayed from the start on every run")
+    add("--script-piece-delay", type=float, help="seconds between streamed pieces of a scripted reply (default 0)")
+    add("--sam3-model", help="SAM 3 id or local folder")
+    add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], help="tiny VLM architecture (with --preset tiny)")
+    add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
+    add("--max-rounds", type=int, help=f"default round budget (default {DEFAULT_MAX_ROUNDS})")
+    add("--score-threshold", type=float, help=f"default SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
+    add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
+    add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
+    add("--max-new-tokens", type=int, help="token budget of each VLM call")
+    add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
+    add("--host", help=f"address to listen on (default {DEFAULT_HOST})")
+    add("--port", type=int, help=f"port to listen on (default {DEFAULT_PORT})")
+    add("-v", "--verbose", action="store_true", help="log debug messages")
+    for action in parser._actions:
+        variable = ENVIRONMENT.get(action.dest)
+        if variable and action.help:
+            action.help += f" [{variable}]"
+    return parser
+
+
+def _typed(name: str, raw: str, convert: Callable[[str], object]) -> object:
+    try:
+        return convert(raw)
+    except ValueError:
+        raise InputError(f"environment variable {ENVIRONMENT[name]}={raw!r} is not a valid value") from None
+
+
+def parse_settings(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[AppSettings, bool]:
+    """Settings from flags (first) and environment variables (second).
+
+    Args:
+        argv: command-line arguments without the program name (``None``: ``sys.argv[1:]``).
+        environ: the environment (``None``: ``os.environ``).
+
+    Returns:
+        The settings and whether verbose logging was asked for.
+
+    Raises:
+        InputError: an environment variable holds a value of the wrong type or choice, or a number
+            is out of range (round budget < 1, threshold outside [0, 1], port outside 1..65535...).
+        SystemExit: bad flags (argparse prints the usage).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = os.environ if environ is None else environ
+    converters: dict[str, Callable[[str], object]] = {
+        "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
+        "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float,
+    }
+    choices = {a.dest: a.choices for a in parser._actions if a.choices}
+    values: dict[str, object] = {}
+    for name, variable in ENVIRONMENT.items():
+        value = getattr(args, name)
+        raw = env.get(variable, "").strip()
+        if value is None and raw:
+            value = _typed(name, raw, converters[name]) if name in converters else raw
+            if name in choices and value not in choices[name]:
+                raise InputError(f"environment variable {variable}={raw!r} must be one of {sorted(choices[name])}")
+        values[name] = value
+
+    def pick(name: str, default: object) -> object:
+        return default if values[name] is None else values[name]
+
+    backend = BackendSettings(
+        preset=pick("preset", "real"),  # type: ignore[arg-type]
+        vlm_model=values["vlm_model"],  # type: ignore[arg-type]
+        vlm_server=values["vlm_server"],  # type: ignore[arg-type]
+        vlm_server_model=values["vlm_server_model"],  # type: ignore[arg-type]
+        script=values["script"],  # type: ignore[arg-type]
+        sam3_model=values["sam3_model"],  # type: ignore[arg-type]
+        device=values["device"],  # type: ignore[arg-type]
+        min_pixels=values["min_pixels"],  # type: ignore[arg-type]
+        max_pixels=values["max_pixels"],  # type: ignore[arg-type]
+        max_new_tokens=values["max_new_tokens"],  # type: ignore[arg-type]
+        tiny_vlm_kind=pick("tiny_vlm", "qwen3_vl"),  # type: ignore[arg-type]
+    )
+    settings = AppSettings(
+        backend=backend,
+        max_rounds=int(pick("max_rounds", DEFAULT_MAX_ROUNDS)),  # type: ignore[call-overload]
+        score_threshold=float(pick("score_threshold", DEFAULT_SCORE_THRESHOLD)),  # type: ignore[arg-type]
+        script_piece_delay=float(pick("script_piece_delay", 0.0)),  # type: ignore[arg-type]
+        concurrency=int(pick("concurrency", DEFAULT_CONCURRENCY)),  # type: ignore[call-overload]
+        host=str(pick("host", DEFAULT_HOST)),
+        port=int(pick("port", DEFAULT_PORT)),  # type: ignore[call-overload]
+    )
+    check_settings(settings)
+    return settings, bool(args.verbose)
+
+
+def check_settings(settings: AppSettings) -> None:
+    """Raise ``InputError`` naming the first out-of-range value."""
+    if not 1 <= settings.max_rounds <= MAX_ROUNDS_LIMIT:
+        raise InputError(f"the round budget must be between 1 and {MAX_ROUNDS_LIMIT}, got {settings.max_rounds}")
+    if not 0.0 <= settings.score_threshold <= 1.0:
+        raise InputError(f"the score threshold must be in [0, 1], got {settings.score_threshold}")
+    if settings.script_piece_delay < 0:
+        raise InputError(f"the script piece delay must be >= 0 seconds, got {settings.script_piece_delay}")
+    if settings.concurrency < 1:
+        raise InputError(f"concurrency must be at least 1, got {settings.concurrency}")
+    if not 1 <= settings.port <= 65535:
+        raise InputError(f"the port must be between 1 and 65535, got {settings.port}")

@@ -1,0 +1,433 @@
+"""What the app shows, as plain records: agent events and traces mapped to views (no Gradio, no HTML).
+
+``RunView.apply`` folds the event stream of a live run into the state of the screen (finished
+rounds, the round in progress, the context panel, the status line, the final masks);
+``trace_round_views`` gives the same views for a saved trace, round by round. ``html`` renders them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..masks import to_coco_results
+from ..parsing import parse_response
+from ..types import (
+    ContextRecord,
+    Event,
+    ImagePart,
+    Masks,
+    MaskVerdict,
+    MaskVerdictReady,
+    Message,
+    Round,
+    RoundFinished,
+    RoundStarted,
+    RunFinished,
+    RunStatus,
+    TokenStreamed,
+    ToolCall,
+    ToolStarted,
+    Trace,
+)
+
+EXCERPT_CHARS = 240  # text shown per message in the context panel; the full text is in the trace
+
+STATUS_TITLES: dict[str, str] = {
+    "idle": "Ready",
+    "running": "Running",
+    "done": "Done",
+    "no_mask": "No mask",
+    "max_rounds": "Round budget exhausted",
+    "failed": "Failed",
+    "cancelled": "Stopped",
+    "error": "Error",
+}
+
+
+# ------------------------------------------------------------------ records
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """One message of the main conversation as the context panel shows it.
+
+    Attributes:
+        index: position in ``Trace.messages``.
+        role: ``"system"``, ``"user"`` or ``"assistant"``.
+        excerpt: the message text, whitespace collapsed, cut to ``EXCERPT_CHARS``.
+        images: the message's images (thumbnails in the panel).
+        dropped: left out of this round's request by the context policy (shown greyed out).
+        images_as_text: sent, but with its images replaced by a text placeholder.
+    """
+
+    index: int
+    role: str
+    excerpt: str
+    images: tuple[ImagePart, ...]
+    dropped: bool
+    images_as_text: bool
+
+
+@dataclass(frozen=True)
+class ContextPanel:
+    """The conversation behind one round's request.
+
+    Attributes:
+        round_index: 1-based round number.
+        entries: every message that existed when the request was built, in order.
+        note: the tried-phrases note added to message 1, or ``None``.
+        image_count: images in the request (at most 2).
+        prompt_tokens: tokens in the request; ``None`` until the round ends or when unknown.
+        pending: True while the round runs (its token count comes with its end).
+    """
+
+    round_index: int
+    entries: tuple[ContextEntry, ...]
+    note: str | None
+    image_count: int
+    prompt_tokens: int | None
+    pending: bool = False
+
+    @property
+    def sent_count(self) -> int:
+        return sum(1 for e in self.entries if not e.dropped)
+
+    @property
+    def dropped_indices(self) -> tuple[int, ...]:
+        return tuple(e.index for e in self.entries if e.dropped)
+
+
+@dataclass(frozen=True)
+class VerdictCard:
+    """One mask's verification: its views, the verdict and the verifier's reasoning.
+
+    Attributes:
+        mask_number: 1-based number in the rendering that was examined; ``total`` masks in all.
+        verdict: ``"accept"`` or ``"reject"``.
+        fallback: True when no verdict could be read and the mask was kept.
+        reasoning: the verifier's raw output(s), first try first, separated by a rule.
+        mask_view / zoom_view: the images the verifier saw.
+        seconds: wall time of this verification.
+    """
+
+    mask_number: int
+    total: int
+    verdict: str
+    fallback: bool
+    reasoning: str
+    mask_view: ImagePart
+    zoom_view: ImagePart
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RoundView:
+    """One round as shown: reasoning, tool call, tool reply, overlay, verdict cards, cost.
+
+    Attributes:
+        index / max_rounds: "round 3 / 30".
+        reasoning: the model's thinking (the raw output when it had no ``<think>`` block).
+        streaming: True while the round is in progress (reasoning still growing, shown open).
+        call_text: the tool call, e.g. ``segment_phrase(text_prompt="cup")``, or ``None``.
+        mistake: ``"key: detail"`` of a model mistake, or ``None``.
+        stopped: True when the user stopped the run during this round.
+        failure: what failed when a backend fault ended the run in this round, or ``None``.
+        reply_text: the text sent back to the model, or ``None`` (run ended / in progress).
+        summary: the tool's one-line summary (``"2 mask(s) for 'cup'"``).
+        overlay: the numbered overlay the model saw next (after segment_phrase / examine), or ``None``.
+        cards: the verdict cards (``examine_each_mask`` only).
+        seconds: VLM + tool wall time (``None`` while streaming).
+        prompt_tokens / output_tokens: when known.
+        finished_at: UNIX time at which the live view received the round's end (``None`` otherwise).
+    """
+
+    index: int
+    max_rounds: int | None
+    reasoning: str
+    streaming: bool
+    call_text: str | None = None
+    mistake: str | None = None
+    stopped: bool = False
+    failure: str | None = None
+    reply_text: str | None = None
+    summary: str = ""
+    overlay: ImagePart | None = None
+    cards: tuple[VerdictCard, ...] = ()
+    seconds: float | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    finished_at: float | None = None
+
+
+@dataclass(frozen=True)
+class StatusLine:
+    """The status line: ``kind`` is a ``RunStatus``, ``"idle"`` or ``"error"``; ``text`` is shown."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class FinalMaskRow:
+    """One final mask: 1-based number, SAM 3 score, area (pixels) and box ``[x, y, w, h]`` (pixels)."""
+
+    number: int
+    score: float
+    area: int
+    bbox_xywh: tuple[float, float, float, float]
+
+
+# ------------------------------------------------------------------ mapping functions
+
+
+def call_text(call: ToolCall) -> str:
+    """A readable tool call: ``name(param=json, ...)`` with JSON values (``examine_each_mask()``)."""
+    params = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.parameters.items())
+    return f"{call.name}({params})"
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` with whitespace collapsed, cut to ``limit`` characters (ending in "...")."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def context_panel(
+    messages: Sequence[Message], record: ContextRecord, round_index: int, prompt_tokens: int | None = None
+) -> ContextPanel:
+    """The context panel of one round from the conversation and the round's ``ContextRecord``.
+
+    Only the messages that existed when the request was built are listed (``kept`` and ``dropped``
+    together cover exactly those).
+
+    Raises:
+        ValueError: when the record names a message the conversation does not have.
+    """
+    indices = set(record.kept) | set(record.dropped)
+    count = max(indices) + 1 if indices else 0
+    if count > len(messages):
+        raise ValueError(
+            f"round {round_index}'s context names message {count - 1}, but the conversation has {len(messages)}"
+        )
+    dropped, as_text = set(record.dropped), set(record.images_as_text)
+    entries = tuple(
+        ContextEntry(i, m.role, excerpt(m.text), tuple(m.images), i in dropped, i in as_text)
+        for i, m in enumerate(messages[:count])
+    )
+    return ContextPanel(round_index, entries, record.note, record.image_count, prompt_tokens)
+
+
+def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
+    """The card of one mask verification."""
+    return VerdictCard(
+        mask_number=verdict.mask_number,
+        total=total,
+        verdict=verdict.verdict,
+        fallback=verdict.source == "fallback",
+        reasoning="\n\n---\n\n".join(o.strip() for o in verdict.outputs),
+        mask_view=verdict.mask_view,
+        zoom_view=verdict.zoom_view,
+        seconds=verdict.seconds,
+    )
+
+
+def round_view(round_record: Round, max_rounds: int | None, finished_at: float | None = None) -> RoundView:
+    """The view of a finished round."""
+    r = round_record
+    thinking = parse_response(r.output, r.finish_reason).thinking if r.output else ""
+    result = r.result
+    overlay = None
+    reply_text = None
+    cards: tuple[VerdictCard, ...] = ()
+    if result is not None:
+        if result.reply is not None:
+            reply_text = result.reply.text
+            images = result.reply.images
+            overlay = images[-1] if images and r.error is None else None
+        cards = tuple(verdict_card(v, len(result.verdicts)) for v in result.verdicts)
+    mistake = None
+    stopped = r.error == "cancelled"  # the agent's marker for a round the user stopped
+    failure = (r.error_detail or "backend failure") if r.error == "backend_error" else None
+    if r.error and not stopped and failure is None:
+        mistake = f"{r.error}: {r.error_detail}" if r.error_detail else r.error
+    return RoundView(
+        index=r.index,
+        max_rounds=max_rounds,
+        reasoning=thinking or r.output,
+        streaming=False,
+        call_text=call_text(r.call) if r.call is not None else None,
+        mistake=mistake,
+        stopped=stopped,
+        failure=failure,
+        reply_text=reply_text,
+        summary=result.summary if result is not None else "",
+        overlay=overlay,
+        cards=cards,
+        seconds=r.vlm_seconds + r.tool_seconds,
+        prompt_tokens=r.prompt_tokens,
+        output_tokens=r.output_tokens,
+        finished_at=finished_at,
+    )
+
+
+def final_mask_rows(masks: Masks | None) -> list[FinalMaskRow]:
+    """One row per final mask, in answer order (empty for no mask or an unfinished run)."""
+    if masks is None or len(masks) == 0:
+        return []
+    return [
+        FinalMaskRow(i + 1, round(float(r["score"]), 4), int(r["area"]), tuple(round(float(v), 1) for v in r["bbox"]))
+        for i, r in enumerate(to_coco_results(masks))
+    ]
+
+
+def final_status_line(trace: Trace) -> StatusLine:
+    """The status line of a finished (or abandoned) run."""
+    rounds = len(trace.rounds)
+    after = f"after {rounds} round{'s' if rounds != 1 else ''}"
+    status = trace.status
+    if status == "done":
+        count = len(trace.final_masks) if trace.final_masks is not None else 0
+        text = f"Done: {count} mask{'s' if count != 1 else ''} selected {after}."
+    elif status == "no_mask":
+        text = f"No mask: the model reported that nothing matches the query ({after})."
+    elif status == "max_rounds":
+        text = f"Round budget exhausted: no answer {after}."
+    elif status == "failed":
+        text = f"Failed {after}: {trace.error or 'unknown error'}"
+    elif status == "cancelled":
+        text = f"Stopped {after}: {trace.error or 'stopped by the user'}. The trace so far is kept."
+    else:
+        text = f"Running: {rounds} round(s) so far."
+    return StatusLine(status, text)
+
+
+# ------------------------------------------------------------------ the live run
+
+
+@dataclass
+class LiveRound:
+    """The round in progress (mutable while events arrive)."""
+
+    index: int
+    max_rounds: int
+    text: str = ""
+    call: ToolCall | None = None
+    cards: list[VerdictCard] = field(default_factory=list)
+
+    def view(self) -> RoundView:
+        return RoundView(
+            index=self.index,
+            max_rounds=self.max_rounds,
+            reasoning=self.text,
+            streaming=True,
+            call_text=call_text(self.call) if self.call is not None else None,
+            cards=tuple(self.cards),
+        )
+
+
+class RunView:
+    """The screen of one live run, updated event by event.
+
+    Args:
+        max_rounds: the run's round budget (shown before the first round starts).
+        clock: UNIX time source stamped on finished rounds (for measuring display latency).
+
+    Attributes:
+        rounds: finished rounds in order; ``live``: the round in progress or ``None``.
+        context: the context panel of the latest round; ``status``/``error``/``final_masks`` as in
+            the trace once it ends; ``activity``: what the run is doing now (for the status line).
+        version: incremented on every change of ``rounds`` (lets renderers cache their HTML).
+    """
+
+    def __init__(self, max_rounds: int, clock: Callable[[], float] = time.time) -> None:
+        self.max_rounds = max_rounds
+        self.clock = clock
+        self.rounds: list[RoundView] = []
+        self.live: LiveRound | None = None
+        self.context: ContextPanel | None = None
+        self.status: RunStatus = "running"
+        self.error: str | None = None
+        self.final_masks: Masks | None = None
+        self.activity = "starting"
+        self.trace: Trace | None = None
+
+    def apply(self, event: Event, messages: Sequence[Message]) -> None:
+        """Fold one event in; ``messages`` is the run's conversation so far (``AgentRun.trace.messages``)."""
+        if isinstance(event, RoundStarted):
+            self.max_rounds = event.max_rounds
+            self.live = LiveRound(event.round_index, event.max_rounds)
+            self.context = replace(context_panel(messages, event.context, event.round_index), pending=True)
+            self.activity = "generating"
+        elif isinstance(event, TokenStreamed):
+            if self.live is not None and self.live.index == event.round_index:
+                self.live.text += event.text
+        elif isinstance(event, ToolStarted):
+            if self.live is not None:
+                self.live.call = event.call
+            self.activity = f"running {event.call.name}"
+        elif isinstance(event, MaskVerdictReady):
+            if self.live is not None:
+                self.live.cards.append(verdict_card(event.verdict, event.total))
+            self.activity = f"examined mask {event.verdict.mask_number} of {event.total}"
+        elif isinstance(event, RoundFinished):
+            finished = event.round
+            self.rounds.append(round_view(finished, self.max_rounds, self.clock()))
+            self.live = None
+            if self.context is not None and self.context.round_index == finished.index:
+                self.context = replace(self.context, prompt_tokens=finished.prompt_tokens, pending=False)
+            self.activity = "round finished"
+        elif isinstance(event, RunFinished):
+            self.finish_from(event.trace)
+
+    def finish_from(self, trace: Trace) -> None:
+        """End the view from the run's trace (on ``RunFinished``, or for an abandoned run).
+
+        Rounds the trace holds without a ``RoundFinished`` event (the round a backend fault ended)
+        are added.
+        """
+        for missing in trace.rounds[len(self.rounds):]:
+            self.rounds.append(round_view(missing, self.max_rounds, self.clock()))
+        self.live = None
+        self.trace = trace
+        self.status = trace.status
+        self.error = trace.error
+        self.final_masks = trace.final_masks
+        self.activity = "finished"
+
+    def status_line(self) -> StatusLine:
+        """"Running: round 3 / 30, generating" while running; the final status afterwards."""
+        if self.status != "running" and self.trace is not None:
+            return final_status_line(self.trace)
+        current = self.live.index if self.live is not None else len(self.rounds)
+        if current == 0:
+            return StatusLine("running", f"Running: starting (budget {self.max_rounds} rounds)")
+        return StatusLine("running", f"Running: round {current} / {self.max_rounds}, {self.activity}")
+
+
+# ------------------------------------------------------------------ saved traces
+
+
+@dataclass(frozen=True)
+class InspectedRound:
+    """One round of a saved trace: its view and its context panel."""
+
+    round: RoundView
+    context: ContextPanel
+
+
+def trace_round_views(trace: Trace) -> list[InspectedRound]:
+    """Every round of a saved trace with the same views as a live run.
+
+    Raises:
+        ValueError: when a round's context names messages the trace does not have.
+    """
+    max_rounds = trace.settings.get("max_rounds")
+    budget = int(max_rounds) if isinstance(max_rounds, (int, float)) else None
+    return [
+        InspectedRound(round_view(r, budget), context_panel(trace.messages, r.context, r.index, r.prompt_tokens))
+        for r in trace.rounds
+    ]
+

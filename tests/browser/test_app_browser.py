@@ -1,0 +1,229 @@
+"""The app in headless Chromium: a full run streaming, the context panel, Stop, download, trace inspection.
+
+Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (random tiny SAM 3, scripted
+VLM) and drives it with Playwright. Screenshots go to test-output/screenshots/ and the measured delay
+from a round's end (``RoundFinished``, stamped on the round's HTML) to its display in the page goes to
+test-output/ui_latency.json. Skipped only when /usr/bin/chromium is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip("Chromium is not installed at /usr/bin/chromium (CI installs it with apt-get)",
+                allow_module_level=True)
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+from sam3_agent.trace_io import load_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "data" / "ui_script.json"
+PHOTO = ROOT / "assets" / "coffee.jpg"
+OUTPUT = ROOT / "test-output"
+SHOTS = OUTPUT / "screenshots"
+BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+PIECE_DELAY = "0.01"  # the script's first reply (349 words) then streams for about 3.5 s: long enough to stop
+START_TIMEOUT_S = 180
+
+# Records, in page time (seconds), when each finished round first appears in #rounds.
+WATCH_ROUNDS = """
+window.__roundSeen = {};
+new MutationObserver(() => {
+  document.querySelectorAll('#rounds section.round[data-finished]').forEach((el) => {
+    const key = el.dataset.round + ':' + el.dataset.finished;
+    if (!(key in window.__roundSeen)) window.__roundSeen[key] = Date.now() / 1000;
+  });
+}).observe(document, {childList: true, subtree: true});
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("app") / "app.log"
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "SAM3_AGENT_SCRIPT_PIECE_DELAY": PIECE_DELAY}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py"), "--preset", "tiny", "--script", str(SCRIPT), "--port", str(port),
+             "--max-rounds", "10"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"app.py did not start; its log:\n{log_path.read_text()[-4000:]}")
+            time.sleep(0.5)
+    yield url
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def page(app_url, tmp_path_factory):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), args=BROWSER_FLAGS, headless=True,
+            viewport={"width": 1600, "height": 1000}, accept_downloads=True,
+        )
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.add_init_script(WATCH_ROUNDS)
+        page.goto(app_url)
+        page.wait_for_selector("#run-btn")
+        yield page
+        context.close()
+
+
+def start_run(page: Page, query: str) -> None:
+    page.set_input_files("#input-image input[type=file]", str(PHOTO))
+    page.wait_for_selector("#input-image img")
+    page.fill("#query textarea", query)
+    page.click("#run-btn")
+
+
+def download(page: Page, name: str, folder: Path) -> Path:
+    with page.expect_download() as info:
+        page.locator(f'#downloads a[download="{name}"]').click()
+    target = folder / name
+    info.value.save_as(str(target))
+    return target
+
+
+@pytest.fixture(scope="module")
+def finished_run(page, tmp_path_factory):
+    """One full run: screenshots while streaming and at the end; the downloaded trace."""
+    start_run(page, "the cup on the saucer")
+    page.wait_for_function(
+        "() => (document.querySelector('#live-round .reasoning-text')?.textContent || '').length > 40")
+    page.screenshot(path=str(SHOTS / "01_streaming_reasoning.png"))
+    page.wait_for_selector("#status .status-done", timeout=120_000)
+    page.screenshot(path=str(SHOTS / "02_run_done.png"), full_page=True)
+    page.locator("#context-panel").screenshot(path=str(SHOTS / "03_context_panel.png"))
+    trace_path = download(page, "trace.zip", tmp_path_factory.mktemp("downloads"))
+    round_texts = page.locator("#rounds section.round").all_inner_texts()
+    return trace_path, round_texts
+
+
+def test_rounds_stream_in_with_reasoning_calls_overlays_and_verdict_cards(page, finished_run):
+    rounds = page.locator("#rounds section.round")
+    expect(rounds).to_have_count(4)
+    calls = page.locator("#rounds .tool-call code").all_inner_texts()
+    assert calls == ['segment_phrase(text_prompt="cup")', 'segment_phrase(text_prompt="coffee cup")',
+                     "examine_each_mask()", "select_masks_and_return(final_answer_masks=[1])"]
+    assert "start broad and narrow down" in page.locator("#rounds .reasoning-text").first.text_content()
+    expect(page.locator("#rounds img.overlay")).to_have_count(3)
+    cards = page.locator('#rounds section[data-round="3"] .verdict-card')
+    expect(cards).to_have_count(1)
+    assert "Accept" in cards.first.inner_text()
+    expect(page.locator("#status")).to_contain_text("Done: 1 mask selected after 4 rounds.")
+    expect(page.locator("#final-masks tr[data-mask]")).to_have_count(1)
+    expect(page.locator("#final-overlay img")).to_be_visible()
+    expect(page.locator("#live-round section")).to_have_count(0)
+
+
+def test_context_panel_greys_out_the_messages_dropped_after_a_second_phrase(page, finished_run):
+    panel = page.locator("#context-panel")
+    expect(panel.locator(".ctx-head")).to_contain_text("Context of round 4")
+    dropped = panel.locator(".ctx-msg.ctx-dropped")
+    assert [int(i) for i in dropped.evaluate_all("els => els.map(e => e.dataset.index)")] == [2, 3]
+    opacity = float(dropped.first.evaluate("e => getComputedStyle(e).opacity"))
+    assert opacity < 0.6
+    expect(panel.locator(".ctx-note")).to_contain_text('"cup"')
+    expect(panel.locator(".ctx-image-count")).to_have_text("2 images")
+    expect(panel.locator(".ctx-msg.ctx-image-text")).to_have_count(1)
+
+
+def test_rounds_appear_soon_after_they_end(page, finished_run):
+    seen = page.evaluate("window.__roundSeen")
+    delays = sorted(seen_at - float(key.split(":")[1]) for key, seen_at in seen.items())
+    assert len(delays) == 4
+    report = {"rounds": len(delays), "median_s": round(statistics.median(delays), 3),
+              "max_s": round(max(delays), 3), "delays_s": [round(d, 3) for d in delays]}
+    OUTPUT.mkdir(exist_ok=True)
+    (OUTPUT / "ui_latency.json").write_text(json.dumps(report, indent=1))
+    assert max(delays) < 3.0, report
+
+
+def test_the_downloaded_trace_is_the_finished_run(finished_run):
+    trace = load_trace(finished_run[0])
+    assert trace.status == "done" and trace.query == "the cup on the saucer" and len(trace.rounds) == 4
+
+
+def test_stop_ends_a_run_while_it_streams_and_keeps_its_trace(page, finished_run, tmp_path):
+    start_run(page, "stop me while you think")
+    page.wait_for_function(
+        "() => (document.querySelector('#live-round .reasoning-text')?.textContent || '').length > 20")
+    expect(page.locator("#rounds section.round")).to_have_count(0)  # the page was cleared for the new run
+    clicked = time.monotonic()
+    page.click("#stop-btn")
+    page.wait_for_selector("#status .status-cancelled", timeout=10_000)
+    elapsed = time.monotonic() - clicked
+    page.screenshot(path=str(SHOTS / "04_stopped.png"))
+    assert elapsed < 3.0
+    expect(page.locator("#status")).to_contain_text("Stopped after 1 round")
+    trace = load_trace(download(page, "trace.zip", tmp_path))
+    assert trace.status == "cancelled" and trace.query == "stop me while you think"
+    assert trace.rounds[0].finish_reason == "cancelled" and 0 < len(trace.rounds[0].output.split()) < 349
+
+
+def test_a_downloaded_trace_steps_through_the_same_rounds_in_the_inspection_tab(page, finished_run):
+    page.get_by_role("tab", name="Inspect a trace").click()
+    trace_path, live_texts = finished_run
+    page.set_input_files("#trace-file input[type=file]", str(trace_path))
+    expect(page.locator('#inspect-round section.round[data-round="1"]')).to_be_visible(timeout=20_000)
+    assert page.locator("#inspect-round section.round").inner_text() == live_texts[0]
+    expect(page.locator("#inspect-status")).to_contain_text("Done: 1 mask selected after 4 rounds.")
+    expect(page.locator("#inspect-round .tool-call code")).to_have_text('segment_phrase(text_prompt="cup")')
+    page.click("#next-round")
+    page.click("#next-round")
+    expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
+    assert page.locator("#inspect-round section.round").inner_text() == live_texts[2]
+    expect(page.locator("#inspect-round .verdict-card")).to_have_count(1)
+    expect(page.locator("#inspect-context .ctx-msg.ctx-dropped")).to_have_count(2)
+    expect(page.locator("#inspect-context .ctx-note")).to_contain_text('"cup"')
+    page.screenshot(path=str(SHOTS / "05_inspect_round3.png"), full_page=True)
+    page.click("#next-round")
+    expect(page.locator("#inspect-round .tool-call code")).to_have_text(
+        "select_masks_and_return(final_answer_masks=[1])")
+    page.click("#prev-round")
+    expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
+
+
+def test_a_file_that_is_not_a_trace_is_refused_with_a_message(page, finished_run, tmp_path):
+    page.reload()  # a new session, with an empty upload box
+    page.get_by_role("tab", name="Inspect a trace").click()
+    junk = tmp_path / "not_a_trace.zip"
+    junk.write_bytes(b"plain text, not a zip")
+    page.set_input_files("#trace-file input[type=file]", str(junk))
+    expect(page.locator("#inspect-status .status-error")).to_contain_text("not a .zip trace", timeout=20_000)

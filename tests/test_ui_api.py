@@ -1,0 +1,98 @@
+"""The app's API through gradio_client: the app launched in-process on the tiny models with a script."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from conftest import ASSETS
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from gradio_client import Client, handle_file
+
+from sam3_agent.masks import decode_rle
+from sam3_agent.presets import BackendSettings
+from sam3_agent.trace_io import load_trace
+from sam3_agent.ui.layout import create_demo, launch
+from sam3_agent.ui.settings import AppSettings
+
+SCRIPT = Path(__file__).resolve().parent / "data" / "ui_script.json"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """The app on the tiny preset with the test script, two runs at a time (to let sessions overlap)."""
+    settings = AppSettings(BackendSettings(preset="tiny", script=str(SCRIPT)), max_rounds=10, concurrency=2,
+                           port=free_port())
+    demo, handlers = create_demo(settings)
+    launch(demo, settings, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{settings.port}/"
+    demo.close()
+    handlers.close()
+
+
+def test_segment_returns_coco_masks_at_the_image_size_and_the_trace(app_url):
+    client = Client(app_url, verbose=False)
+    masks_path, trace_path = client.predict(handle_file(str(ASSETS / "coffee.jpg")), "the cup on the saucer",
+                                            api_name="/segment")
+    results = json.loads(Path(masks_path).read_text())
+    assert len(results) == 1
+    masks = decode_rle([r["segmentation"] for r in results])
+    assert masks.shape == (1, 400, 600) and masks.any()
+    assert results[0]["area"] == int(masks[0].sum())
+    trace = load_trace(trace_path)
+    assert trace.status == "done" and trace.query == "the cup on the saucer" and trace.image.size == (600, 400)
+    assert [r.call.name for r in trace.rounds] == ["segment_phrase", "segment_phrase", "examine_each_mask",
+                                                   "select_masks_and_return"]
+
+
+def test_segment_reports_bad_input_as_an_error(app_url):
+    client = Client(app_url, verbose=False)
+    with pytest.raises(Exception, match="the query is empty"):
+        client.predict(handle_file(str(ASSETS / "coffee.jpg")), "  ", api_name="/segment")
+
+
+def test_two_clients_at_once_get_their_own_images_queries_and_results(app_url):
+    first, second = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    job_a = first.submit(handle_file(str(ASSETS / "astronaut.jpg")), "the flag on her shoulder", api_name="/segment")
+    job_b = second.submit(handle_file(str(ASSETS / "rocket.jpg")), "the rocket", api_name="/segment")
+    (masks_a, trace_a), (masks_b, trace_b) = job_a.result(timeout=120), job_b.result(timeout=120)
+    a, b = load_trace(trace_a), load_trace(trace_b)
+    assert (a.query, a.image.size) == ("the flag on her shoulder", (512, 512))
+    assert (b.query, b.image.size) == ("the rocket", (640, 427))
+    assert decode_rle([r["segmentation"] for r in json.loads(Path(masks_a).read_text())]).shape[1:] == (512, 512)
+    assert decode_rle([r["segmentation"] for r in json.loads(Path(masks_b).read_text())]).shape[1:] == (427, 640)
+    # every image in each trace is the size of its own photo (overlays, mask views)
+    assert {m.images[0].image.size for m in a.messages if m.images} == {(512, 512)}
+    assert {m.images[0].image.size for m in b.messages if m.images} == {(640, 427)}
+
+
+def test_the_api_shows_only_the_segment_endpoint(app_url):
+    api = Client(app_url, verbose=False).view_api(return_format="dict", print_info=False)
+    assert list(api["named_endpoints"]) == ["/segment"]
+    segment = api["named_endpoints"]["/segment"]
+    assert [p["parameter_name"] for p in segment["parameters"]] == ["image", "query"]
+    assert len(segment["returns"]) == 2
+
+
+def test_an_uploaded_transparent_png_reaches_the_agent_composited_on_white(app_url, tmp_path):
+    from PIL import Image
+
+    rgba = Image.open(ASSETS / "chelsea.jpg").convert("RGBA")
+    rgba.putpixel((0, 0), (10, 20, 30, 0))  # one fully transparent pixel
+    path = tmp_path / "cat.png"
+    rgba.save(path)
+    _, trace_path = Client(app_url, verbose=False).predict(handle_file(str(path)), "the cat", api_name="/segment")
+    image = load_trace(trace_path).image
+    assert image.mode == "RGB" and image.size == (451, 300)
+    assert image.getpixel((0, 0)) == (255, 255, 255)

@@ -1,0 +1,355 @@
+"""The app's handlers called as plain functions: streaming a run, stop, closed tabs, errors, sessions, traces."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ASSETS, KnownSegmenter, tool, verdict
+
+from sam3_agent.masks import decode_rle
+from sam3_agent.presets import Backends
+from sam3_agent.trace_io import load_trace, load_trace_zip
+from sam3_agent.ui import handlers as handlers_module
+from sam3_agent.ui.handlers import Handlers, RunSlot
+from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.settings import AppSettings
+from sam3_agent.vlm.scripted import ScriptedVLM
+
+SEGMENTER = {
+    "person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9)],
+    "cup": [((100, 100, 300, 250), 0.85)],
+    "child": [((20, 20, 120, 220), 0.8), ((300, 300, 400, 400), 0.55)],
+}
+SCRIPT = {
+    "main": [
+        tool("segment_phrase", "people first", text_prompt="person"),
+        tool("segment_phrase", "now children", text_prompt="child"),
+        tool("examine_each_mask", "check them"),
+        tool("select_masks_and_return", "the first", final_answer_masks=[1]),
+    ],
+    "verify": [verdict("Accept"), verdict("Reject")],
+}
+SLOW_WORDS = 400
+
+
+def make_handlers(tmp_path: Path, script=SCRIPT, delay: float = 0.0, load_error: str | None = None,
+                  messages: list[str] | None = None) -> Handlers:
+    settings = AppSettings(max_rounds=10, script_piece_delay=delay)
+    idle = ScriptedVLM([])
+    backends = None if load_error else Backends(idle, idle, KnownSegmenter(SEGMENTER), {"vlm_model": "scripted"})
+    factory = AgentFactory(settings, backends, script, load_error)
+    sink = messages if messages is not None else []
+    return Handlers(factory, warn=sink.append, root=tmp_path / "app")
+
+
+def run_to_end(handlers: Handlers, image: str, query: str, slot: RunSlot | None = None):
+    return list(handlers.run(image, query, 10, 0.5, slot if slot is not None else RunSlot()))
+
+
+ASTRONAUT = str(ASSETS / "astronaut.jpg")
+COFFEE = str(ASSETS / "coffee.jpg")
+
+
+def test_a_run_streams_rounds_and_ends_with_downloads(tmp_path):
+    outputs = run_to_end(make_handlers(tmp_path), ASTRONAUT, "the child on the left")
+    first, last = outputs[0], outputs[-1]
+    assert first.status == ('<div class="status status-running" data-status="running" title="Running">'
+                            "Running: starting (budget 10 rounds)</div>")
+    assert first.downloads is None and first.final_image is None
+    assert "Done: 1 mask selected after 4 rounds." in last.status
+    assert last.rounds.count('<section class="round"') == 4 and last.live == ""
+    assert last.final_image is not None and last.final_image.size == (512, 512)
+    assert [Path(p).name for p in last.downloads] == ["final_masks.json", "trace.zip"]
+    # rounds appear one by one, each update extends the previous one
+    counts = [o.rounds.count('<section class="round"') for o in outputs]
+    assert counts == sorted(counts) and set(counts) == {0, 1, 2, 3, 4}
+    # the live round carries the streaming reasoning while a round runs
+    assert any('class="round round-live" data-round="1"' in o.live for o in outputs)
+
+
+def test_downloads_hold_coco_masks_and_the_trace(tmp_path):
+    last = run_to_end(make_handlers(tmp_path), ASTRONAUT, "the child on the left")[-1]
+    masks_path, zip_path = (Path(p) for p in last.downloads)
+    results = json.loads(masks_path.read_text())
+    assert len(results) == 1 and results[0]["bbox"] == [20.0, 20.0, 100.0, 200.0]
+    assert decode_rle([results[0]["segmentation"]]).shape == (1, 512, 512)
+    trace = load_trace(zip_path)
+    assert trace.status == "done" and trace.query == "the child on the left" and len(trace.rounds) == 4
+
+
+def test_every_run_replays_the_script_from_the_start(tmp_path):
+    handlers = make_handlers(tmp_path)
+    slot = RunSlot()
+    first = run_to_end(handlers, ASTRONAUT, "the child", slot)[-1]
+    second = run_to_end(handlers, ASTRONAUT, "the child", slot)[-1]
+    assert "Done: 1 mask selected" in first.status and "Done: 1 mask selected" in second.status
+    # each run writes its own folder: the first run's files are still there
+    assert Path(first.downloads[1]).parent.name == "run1" and Path(second.downloads[1]).parent.name == "run2"
+    assert Path(first.downloads[1]).exists()
+
+
+@pytest.mark.parametrize(
+    ("image", "query", "message"),
+    [
+        (None, "the cup", "add an image first"),
+        (COFFEE, "   ", "the query is empty"),
+        (str(ASSETS / "LICENSE.md"), "the cup", "not an image"),
+    ],
+)
+def test_bad_input_shows_an_error_and_a_warning(tmp_path, image, query, message):
+    warnings: list[str] = []
+    outputs = list(make_handlers(tmp_path, messages=warnings).run(image, query, 10, 0.5, RunSlot()))
+    assert len(outputs) == 1
+    assert 'class="status status-error"' in outputs[0].status and message in outputs[0].status
+    assert len(warnings) == 1 and message in warnings[0]
+
+
+def test_models_that_failed_to_load_are_reported_on_every_run(tmp_path):
+    warnings: list[str] = []
+    handlers = make_handlers(tmp_path, load_error="SAM 3 weights not found at /models/sam3", messages=warnings)
+    outputs = list(handlers.run(COFFEE, "the cup", 10, 0.5, RunSlot()))
+    assert "SAM 3 weights not found at /models/sam3" in outputs[0].status
+    assert warnings == ["SAM 3 weights not found at /models/sam3"]
+
+
+def test_a_backend_failure_mid_run_ends_failed_with_a_message(tmp_path):
+    warnings: list[str] = []
+    handlers = make_handlers(tmp_path, script={"main": [tool("segment_phrase", text_prompt="boom")], "verify": []},
+                             messages=warnings)
+    handlers.factory.backends.segmenter.failing.add("boom")
+    last = run_to_end(handlers, COFFEE, "the cup")[-1]
+    assert 'class="status status-failed"' in last.status and "ran out of memory" in last.status
+    assert warnings and "ran out of memory" in warnings[0]
+    assert load_trace(last.downloads[1]).status == "failed"
+    assert '<div class="round-failed">Backend failure: SAM 3 model &#x27;known&#x27; ran out of memory' in last.rounds
+
+
+def slow_script() -> dict:
+    words = " ".join(f"w{i}" for i in range(SLOW_WORDS))
+    return {"main": [tool("segment_phrase", words, text_prompt="cup")], "verify": []}
+
+
+def test_stop_ends_a_run_promptly_during_generation_and_keeps_its_trace(tmp_path):
+    handlers = make_handlers(tmp_path, script=slow_script(), delay=0.02)  # 400 pieces: 8 s unstopped
+    slot = RunSlot()
+    outputs = []
+
+    def drive():
+        outputs.extend(handlers.run(COFFEE, "the cup", 10, 0.5, slot))
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not (outputs and "w3 " in outputs[-1].live) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    result = handlers.stop(slot)
+    thread.join(5)
+    assert time.monotonic() - started < 1.0
+    assert result == ({"__type__": "update"}, {"__type__": "update"})  # the run shows its own final page
+    last = outputs[-1]
+    assert 'class="status status-cancelled"' in last.status and "Stopped after 1 round" in last.status
+    trace = load_trace(last.downloads[1])
+    assert trace.status == "cancelled" and trace.rounds[0].finish_reason == "cancelled"
+    assert 0 < len(trace.rounds[0].output.split()) < SLOW_WORDS
+    assert not slot.active
+    assert '<div class="round-stopped">Stopped by the user during this round.</div>' in last.rounds
+    assert 'class="mistake"' not in last.rounds
+
+
+def test_stop_between_tool_calls_ends_the_run_during_verification(tmp_path):
+    slow_verdict = " ".join(["looking"] * 100) + " <verdict>Accept</verdict>"
+    script = {"main": [tool("segment_phrase", "go", text_prompt="person"), tool("examine_each_mask", "check")],
+              "verify": [slow_verdict] * 2}
+    handlers = make_handlers(tmp_path, script=script, delay=0.01)  # each verification streams for about 1 s
+    slot = RunSlot()
+    outputs = []
+    thread = threading.Thread(target=lambda: outputs.extend(handlers.run(ASTRONAUT, "a person", 10, 0.5, slot)))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not (outputs and "running examine_each_mask" in outputs[-1].status) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    handlers.stop(slot)
+    thread.join(5)
+    assert time.monotonic() - started < 1.0
+    trace = load_trace(outputs[-1].downloads[1])
+    assert trace.status == "cancelled" and [r.error for r in trace.rounds] == [None, "cancelled"]
+    assert trace.rounds[1].call.name == "examine_each_mask"
+    assert "Stopped after 2 rounds" in outputs[-1].status
+
+
+def test_stop_without_a_run_changes_nothing(tmp_path):
+    status, downloads = make_handlers(tmp_path).stop(RunSlot())
+    assert status == downloads == {"__type__": "update"}
+
+
+def test_stop_abandons_a_run_that_does_not_end_in_time(tmp_path, monkeypatch):
+    handlers = make_handlers(tmp_path, script=slow_script())
+    monkeypatch.setattr(handlers_module, "STOP_GRACE_S", 0.05)
+    slot = RunSlot()
+    stream = handlers.run(COFFEE, "the cup", 10, 0.5, slot)
+    next(stream)  # started, then nobody drives the generator: as if stuck in a long model call
+    status, downloads = handlers.stop(slot)
+    assert 'class="status status-cancelled"' in status and "stopped by the user" in status
+    assert load_trace(downloads[1]).status == "cancelled"
+    stream.close()
+
+
+def test_closing_the_stream_abandons_the_run(tmp_path):
+    handlers = make_handlers(tmp_path, script=slow_script())
+    slot = RunSlot()
+    stream = handlers.run(COFFEE, "the cup", 10, 0.5, slot)
+    for _ in range(5):
+        next(stream)
+    stream.close()  # what Gradio does when the tab closes or the event is cancelled
+    assert slot.run.trace.status == "cancelled"
+    assert "closed before it finished" in slot.run.trace.error
+    assert not slot.active
+
+
+def test_unload_stops_the_run_of_the_closed_session(tmp_path):
+    handlers = make_handlers(tmp_path, script=slow_script(), delay=0.02)
+
+    class Request:
+        session_hash = "tab-1"
+
+    slot = RunSlot()
+    stream = handlers.run(COFFEE, "the cup", 10, 0.5, slot, Request())
+    next(stream)
+    next(stream)
+    handlers.unload(Request())
+    rest = list(stream)
+    assert "Stopped after 1 round" in rest[-1].status
+    assert slot.run.trace.status == "cancelled"
+
+
+def test_two_sessions_at_once_never_see_each_others_data(tmp_path):
+    handlers = make_handlers(tmp_path, delay=0.002)
+    runs = {"a": (ASTRONAUT, "the child on the left"), "b": (COFFEE, "the person by the cup")}
+    results: dict[str, list] = {}
+
+    def drive(key):
+        image, query = runs[key]
+        results[key] = list(handlers.run(image, query, 10, 0.5, RunSlot()))
+
+    threads = [threading.Thread(target=drive, args=(k,)) for k in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    traces = {k: load_trace(v[-1].downloads[1]) for k, v in results.items()}
+    assert traces["a"].query == "the child on the left" and traces["a"].image.size == (512, 512)
+    assert traces["b"].query == "the person by the cup" and traces["b"].image.size == (600, 400)
+    assert Path(results["a"][-1].downloads[1]).parent.parent != Path(results["b"][-1].downloads[1]).parent.parent
+    # no streamed update of one session mentions the other's query
+    assert all("person by the cup" not in o.context for o in results["a"])
+    assert all("child on the left" not in o.context for o in results["b"])
+
+
+def test_slot_copies_are_empty_and_independent():
+    import copy
+    import pickle
+
+    slot = RunSlot()
+    slot.runs = 3
+    assert copy.deepcopy(slot).runs == 0 and pickle.loads(pickle.dumps(slot)).runs == 0
+
+
+# ------------------------------------------------------------------ trace inspection
+
+
+@pytest.fixture(scope="module")
+def saved_trace(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("inspect")
+    last = run_to_end(make_handlers(tmp), ASTRONAUT, "the child on the left")[-1]
+    return last.downloads[1]
+
+
+def test_a_saved_trace_steps_round_by_round_with_the_same_views(tmp_path, saved_trace):
+    handlers = make_handlers(tmp_path)
+    state, message, slider, final_image, final_masks = handlers.load_trace(saved_trace)
+    assert len(state.rounds) == 4
+    assert "Query: &#x27;the child on the left&#x27;. Done: 1 mask selected after 4 rounds." in message
+    assert slider["maximum"] == 4 and slider["value"] == 1
+    assert final_image.size == (512, 512) and '<tr data-mask="1">' in final_masks
+    round_html, context_html = handlers.show_round(state, 3)
+    assert '<section class="round" data-round="3">' in round_html
+    assert round_html.count('class="verdict-card') == 2
+    assert 'class="ctx-msg ctx-assistant ctx-dropped" data-index="2"' in context_html
+    assert 'class="ctx-note"' in context_html
+    assert [handlers.step_round(state, 1, -1), handlers.step_round(state, 4, 1), handlers.step_round(state, 2, 1)] == [
+        1, 4, 3]
+
+
+def test_a_one_round_trace_gets_a_fixed_slider(tmp_path):
+    handlers = make_handlers(tmp_path, script={"main": [tool("report_no_mask", "nothing here")], "verify": []})
+    last = run_to_end(handlers, COFFEE, "a giraffe")[-1]
+    state, message, slider, final_image, final_masks = handlers.load_trace(last.downloads[1])
+    assert len(state.rounds) == 1 and "No mask: the model reported that nothing matches" in message
+    assert (slider["minimum"], slider["maximum"], slider["interactive"]) == (1, 2, False)
+    assert final_image is None and "No final masks." in final_masks
+    assert '<section class="round" data-round="1">' in handlers.show_round(state, 2)[0]
+
+
+def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):
+    warnings: list[str] = []
+    handlers = make_handlers(tmp_path, messages=warnings)
+    junk = tmp_path / "junk.zip"
+    junk.write_bytes(b"this is not a zip file")
+    state, message, slider, *_ = handlers.load_trace(str(junk))
+    assert state is None and 'class="status status-error"' in message and slider == {"__type__": "update", "value": 1}
+    assert "not a .zip trace" in message and warnings == [
+        "Cannot read this trace: the file is not a .zip trace (saved by SAM3 Agent)"]
+    no_trace = tmp_path / "other.zip"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("readme.txt", "hello")
+    no_trace.write_bytes(buffer.getvalue())
+    state, message, *_ = handlers.load_trace(str(no_trace))
+    assert state is None and "has no trace.json" in message
+
+
+def test_an_oversized_trace_file_is_refused_before_reading(tmp_path, monkeypatch, saved_trace):
+    monkeypatch.setattr(handlers_module, "MAX_ZIP_BYTES", 1024)
+    state, message, *_ = make_handlers(tmp_path).load_trace(saved_trace)
+    assert state is None and "larger than 0 MB" in message
+
+
+def test_api_segment_returns_coco_masks_and_the_trace(tmp_path):
+    masks_path, zip_path = make_handlers(tmp_path).segment(ASTRONAUT, "the child on the left")
+    results = json.loads(Path(masks_path).read_text())
+    assert decode_rle([r["segmentation"] for r in results]).shape == (1, 512, 512)
+    trace = load_trace_zip(Path(zip_path).read_bytes())
+    assert trace.query == "the child on the left" and np.asarray(trace.image).shape == (512, 512, 3)
+
+
+def test_api_segment_raises_a_readable_error_for_bad_input(tmp_path):
+    import gradio as gr
+
+    with pytest.raises(gr.Error, match="the query is empty"):
+        make_handlers(tmp_path).segment(COFFEE, "")
+
+
+def test_api_result_folders_older_than_an_hour_are_pruned(tmp_path):
+    import os
+
+    handlers = make_handlers(tmp_path)
+    old_masks, _ = handlers.segment(ASTRONAUT, "the child on the left")
+    old_folder = Path(old_masks).parent
+    two_hours_ago = time.time() - 7200
+    os.utime(old_folder, (two_hours_ago, two_hours_ago))
+    new_masks, _ = handlers.segment(ASTRONAUT, "the child on the left")
+    assert not old_folder.exists() and Path(new_masks).exists()
+
+
+def test_the_queued_status_is_shown_at_once():
+    assert Handlers.queued() == ('<div class="status status-running" data-status="running" title="Running">'
+                                 "Queued: waiting for the model (it serves one run at a time).</div>")
