@@ -8,6 +8,10 @@ Policy:
 - always keep message 0 (system prompt) and message 1 (raw image + query);
 - keep everything from the latest assistant message whose ``segment_phrase`` call ran (it replaced
   the masks, so the masks shown before it no longer exist) to the end; drop what lies between;
+- drop every mistake exchange (an assistant message whose call could not run, and the feedback
+  after it) except the latest one when it ends the conversation: once the model has been told or
+  has moved on, old mistakes only fill the context, and without this rule a model that keeps
+  failing before its first ``segment_phrase`` would grow the context every round;
 - when phrases were tried before that message, append a note to message 1 that lists them;
 - at most two images: the raw image of message 1 and the newest image among the other kept
   messages; every other image becomes a text placeholder.
@@ -47,6 +51,24 @@ def _latest_segment_index(messages: Sequence[Message]) -> int | None:
     return None
 
 
+def _without_old_mistakes(messages: Sequence[Message], kept: list[int]) -> list[int]:
+    """``kept`` minus the mistake exchanges, except one that ends the conversation."""
+    last = len(messages) - 1
+    drop: set[int] = set()
+    for index in kept[2:]:
+        message = messages[index]
+        if message.role != "assistant" or not message.mistake:
+            continue
+        reply = index + 1 if index < last and messages[index + 1].role == "user" else None
+        end = reply if reply is not None else index
+        if end == last:
+            continue  # the latest mistake: the model must see what it did and the feedback
+        drop.add(index)
+        if reply is not None:
+            drop.add(reply)
+    return [i for i in kept if i not in drop]
+
+
 def build_context(
     messages: Sequence[Message],
     format_text: Callable[..., str],
@@ -73,6 +95,7 @@ def build_context(
         kept = list(range(len(messages)))
     else:
         kept = [0, 1] + list(range(boundary, len(messages)))
+    kept = _without_old_mistakes(messages, kept)
     kept_set = set(kept)
     dropped = tuple(i for i in range(len(messages)) if i not in kept_set)
 
@@ -113,7 +136,11 @@ def build_context(
         if replaced:
             images_as_text.append(index)
         changed = replaced or (index == 1 and note is not None)
-        sent.append(Message(message.role, tuple(parts), message.call, message.starts_masks) if changed else message)
+        sent.append(
+            Message(message.role, tuple(parts), message.call, message.starts_masks, message.mistake)
+            if changed
+            else message
+        )
 
     record = ContextRecord(
         kept=tuple(kept),

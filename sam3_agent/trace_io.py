@@ -81,6 +81,7 @@ class _Writer:
             "parts": [self.part(p) for p in message.parts],
             "call": _call(message.call),
             "starts_masks": message.starts_masks,
+            "mistake": message.mistake,
         }
 
     def masks(self, masks: Masks | None) -> dict[str, Any] | None:
@@ -238,6 +239,7 @@ class _Reader:
         return Message(
             data["role"], tuple(self.part(p) for p in data["parts"]), _read_call(data["call"]),
             bool(data["starts_masks"]),
+            bool(data.get("mistake", False)),  # absent in traces written before this field existed
         )
 
     def masks(self, data: dict[str, Any] | None) -> Masks | None:

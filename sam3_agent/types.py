@@ -81,12 +81,15 @@ class Message:
         call: for assistant messages, the tool call parsed from it (``None`` when unparseable).
         starts_masks: True on an assistant message whose ``segment_phrase`` call ran and replaced the
             current masks; the context policy keeps everything from the latest such message on.
+        mistake: True on an assistant message whose call could not run (format, arguments, order);
+            the context policy drops such exchanges once a later one exists.
     """
 
     role: Role
     parts: tuple[Part, ...]
     call: ToolCall | None = None
     starts_masks: bool = False
+    mistake: bool = False
 
     @property
     def text(self) -> str:

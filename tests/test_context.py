@@ -151,3 +151,35 @@ def test_conversation_must_start_with_system_and_user() -> None:
 def test_tried_phrases_dedupes_case_insensitively_in_first_use_order() -> None:
     history = base() + [assistant_segment("Person"), assistant_segment("cup"), assistant_segment("person ")]
     assert tried_phrases(history) == ["Person", "cup"]
+
+
+def mistake(text: str) -> list[Message]:
+    return [
+        Message("assistant", (TextPart(text),), None, False, mistake=True),
+        Message("user", (TextPart(f"feedback on {text}"),)),
+    ]
+
+
+def test_only_the_latest_mistake_exchange_is_kept_when_it_ends_the_conversation() -> None:
+    history = base() + mistake("a") + mistake("b") + mistake("c")
+    sent, record = build_context(history, fmt)
+    assert record.kept == (0, 1, 6, 7) and record.dropped == (2, 3, 4, 5)
+    assert [m.text for m in sent[2:]] == ["c", "feedback on c"]
+
+
+def test_mistakes_before_a_successful_call_are_dropped() -> None:
+    history = base() + [assistant_segment("cup"), Message("user", (TextPart("2 masks"), img("round1_overlay", 1)))]
+    history += mistake("select [7]")
+    history += [assistant_call("examine_each_mask"), Message("user", (TextPart("1 kept"), img("round3_overlay", 3)))]
+    _, record = build_context(history, fmt)
+    assert record.kept == (0, 1, 2, 3, 6, 7) and record.dropped == (4, 5)
+
+
+def test_context_stays_bounded_while_the_model_keeps_failing() -> None:
+    history = base()
+    sizes = []
+    for k in range(30):
+        history += mistake(f"garbage {k}")
+        sent, _ = build_context(history, fmt)
+        sizes.append(len(sent))
+    assert set(sizes) == {4}
