@@ -275,7 +275,10 @@ class AgentRun:
         tool_seconds = time.perf_counter() - tool_started
 
         trace.messages.append(
-            Message("assistant", (TextPart(parsed.stored_text),), parsed.call, outcome.starts_masks)
+            Message(
+                "assistant", (TextPart(parsed.stored_text),), parsed.call, outcome.starts_masks,
+                mistake=outcome.error is not None,
+            )
         )
         assistant_index = len(trace.messages) - 1
         reply_index = None
