@@ -243,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # retry chatter; our error says it all
     if args.command == "export":
         return export_command(args, sys.stdout, sys.stderr)
     try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import InputError
+from .hub import check_model_source
 from .segmenter import DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter
 from .vlm.base import VLM
 
@@ -94,6 +95,7 @@ def _local_vlm(model: str, device: str | None, min_pixels: int | None, max_pixel
                max_new_tokens: int) -> VLM:
     from .vlm.transformers_qwen import TransformersQwenVLM
 
+    check_model_source(model, "VLM")
     return TransformersQwenVLM.from_pretrained(
         model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, max_new_tokens=max_new_tokens
     )
@@ -101,6 +103,7 @@ def _local_vlm(model: str, device: str | None, min_pixels: int | None, max_pixel
 
 @functools.lru_cache(maxsize=4)
 def _segmenter(model: str, device: str | None) -> Segmenter:
+    check_model_source(model, "SAM 3 model")
     return Sam3Segmenter.from_pretrained(model, device=device)
 
 
@@ -179,6 +182,7 @@ def tiny_tracker_path() -> Path:
 def _point_segmenter(model: str, device: str | None):
     from .tracker import Sam3PointSegmenter
 
+    check_model_source(model, "SAM 3 point-prompt model")
     return Sam3PointSegmenter.from_pretrained(model, device=device)
 
 
