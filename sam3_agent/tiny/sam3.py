@@ -145,8 +145,10 @@ def _fan_in(module: nn.Module) -> int:
 
 
 @torch.no_grad()
-def _randomize(model: nn.Module, generator: torch.Generator) -> None:
+def randomize_weights(model: nn.Module, generator: torch.Generator) -> None:
     """Redraw weights with std 1/sqrt(fan_in) (embeddings std 1), biases 0, norms untouched.
+
+    Shared by the tiny SAM 3 and the tiny SAM 3 tracker (both have SAM 3's vision backbone).
 
     transformers' own init (std 0.02 everywhere) makes every mask logit ~1e-4, so every pixel of every mask is a
     coin flip at the 0.5 mask threshold; fan-in scaling keeps activations O(1) and masks spatially coherent.
@@ -228,7 +230,7 @@ def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # module construction draws from the global generator; keep it reproducible
         model = Sam3Model(tiny_sam3_config()).eval()
-    _randomize(model, torch.Generator().manual_seed(seed))
+    randomize_weights(model, torch.Generator().manual_seed(seed))
     _bias_scores(model)
     processor = Sam3Processor(
         image_processor=Sam3ImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE
+from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE, randomize_weights
 
 logger = logging.getLogger(__name__)
 
@@ -73,32 +72,6 @@ def tiny_sam3_tracker_config():
             hidden_size=HIDDEN_SIZE, mlp_dim=2 * HIDDEN_SIZE, num_attention_heads=2, iou_head_hidden_dim=HIDDEN_SIZE
         ),
     )
-
-
-def _fan_in(module: nn.Module) -> int:
-    weight = module.weight
-    if isinstance(module, nn.ConvTranspose2d):
-        return int(weight.shape[0])  # kernel == stride: each output sees in_channels inputs
-    return int(weight[0].numel())
-
-
-@torch.no_grad()
-def _randomize(model: nn.Module, generator: torch.Generator) -> None:
-    """Redraw weights with std 1/sqrt(fan_in) (embeddings std 1), biases 0, norms untouched.
-
-    transformers' own init (std 0.02) leaves every mask logit near 1e-4, so each pixel is a coin flip at the 0
-    threshold; fan-in scaling keeps activations O(1) and masks spatially coherent.
-    """
-    for module in model.modules():
-        if isinstance(module, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
-            std = 1.0 / math.sqrt(_fan_in(module))
-            module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
-            if module.bias is not None:
-                module.bias.zero_()
-        elif isinstance(module, nn.Embedding):
-            module.weight.copy_(torch.randn(module.weight.shape, generator=generator))
-    positions = model.vision_encoder.backbone.embeddings.position_embeddings
-    positions.copy_(torch.randn(positions.shape, generator=generator))
 
 
 @torch.no_grad()
@@ -162,7 +135,7 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # module construction draws from the global generator; keep it reproducible
         model = Sam3TrackerModel(tiny_sam3_tracker_config()).eval()
-    _randomize(model, torch.Generator().manual_seed(seed))
+    randomize_weights(model, torch.Generator().manual_seed(seed))
     _bias_masks(model)
     grid = IMAGE_SIZE // PATCH_SIZE
     processor = Sam3TrackerProcessor(
