@@ -2,7 +2,8 @@
 
 ``Handlers.run`` streams a run (one update per event, token updates at most every
 ``STREAM_INTERVAL_S``); ``stop`` ends it; ``unload`` ends a closed tab's run; ``segment`` is the API
-endpoint; ``load_trace`` / ``show_round`` / ``step_round`` inspect a saved trace. Per-session data
+endpoint; ``load_trace`` / ``show_round`` / ``step_round`` inspect a saved trace (or bundle);
+``correct`` holds the Correct view's handlers (``correct_handlers``). Per-session data
 lives in a ``RunSlot`` held in ``gr.State``; models are shared through the ``AgentFactory``.
 """
 
@@ -27,8 +28,10 @@ from ..agent import AgentRun
 from ..errors import BackendError, InputError, TraceFormatError
 from ..images import load_image
 from ..render import render_numbered_overlay
-from ..trace_io import MAX_ZIP_BYTES, load_trace_zip
+from ..trace_io import MAX_ZIP_BYTES
 from ..types import RunFinished, TokenStreamed, Trace
+from .correct import trace_from_upload
+from .correct_handlers import CorrectHandlers
 from .html import (
     ImageUrls,
     RunPage,
@@ -160,6 +163,7 @@ class Handlers:
         self.root = root or Path(tempfile.mkdtemp(prefix="sam3_agent_app_"))
         self._sessions: dict[str, RunSlot] = {}
         self._lock = threading.Lock()
+        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root)
 
     def close(self) -> None:
         """Remove every file this process wrote for downloads."""
@@ -327,7 +331,8 @@ class Handlers:
     # ------------------------------------------------------------------ trace inspection
 
     def load_trace(self, path: str | None) -> tuple[InspectedTrace | None, str, Any, Image.Image | None, str]:
-        """Load an uploaded trace .zip; returns (state, message, slider update, final overlay, final masks).
+        """Load an uploaded trace .zip or bundle .zip; returns (state, message, slider update, final overlay,
+        final masks).
 
         A malformed or oversized file gives a clear message (and a warning) instead of a state.
         """
@@ -339,7 +344,7 @@ class Handlers:
             if size > MAX_ZIP_BYTES:
                 raise TraceFormatError(f"the trace file is larger than {MAX_ZIP_BYTES // (1024 * 1024)} MB")
             with open(path, "rb") as handle:
-                trace = load_trace_zip(handle.read())
+                trace = trace_from_upload(handle.read())  # a trace .zip or a bundle .zip
             rounds = trace_round_views(trace)
         except (TraceFormatError, ValueError, OSError) as error:
             message = f"Cannot read this trace: {error}"
@@ -348,6 +353,10 @@ class Handlers:
         state = InspectedTrace(trace, rounds, ImageUrls())
         line = final_status_line(trace)
         text = f"Query: {trace.query!r}. {line.text} Models: {trace.settings.get('vlm_model', trace.settings.get('vlm'))}."
+        if trace.edits:
+            count = len(trace.edits)
+            text += (f" {count} hand correction{'s' if count != 1 else ''} saved with it: press 'Correct this trace' "
+                     "to see them and go on editing.")
         slider = round_slider(len(rounds))
         return (state, render_status(StatusLine(line.kind, text)), slider, _final_image(trace),
                 render_final_masks(final_mask_rows(trace.final_masks)))

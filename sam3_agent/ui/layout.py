@@ -1,7 +1,8 @@
 """The Gradio page: components, their wiring to ``handlers``, the stylesheet, and launching.
 
-Two tabs: "Run" (image + query in, rounds streamed, context panel, stop, downloads) and "Inspect a
-trace" (a saved trace .zip stepped through round by round with the same views, no model needed).
+Three tabs: "Run" (image + query in, rounds streamed, context panel, stop, downloads), "Inspect a
+trace" (a saved trace or bundle .zip stepped through round by round with the same views, no model
+needed) and "Correct" (hand corrections of the final masks and their export; ``correct_layout``).
 A hidden endpoint ``/segment`` serves ``gradio_client`` (image path + query -> COCO masks + trace).
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import gradio as gr
 
+from .correct_layout import CORRECT_CSS, build_correct_tab
 from .handlers import Handlers, RunSlot
 from .html import ImageUrls, render_context, render_status
 from .runner import AgentFactory
@@ -99,7 +101,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         if handlers.factory.load_error:
             gr.HTML(render_status(StatusLine("error", f"The models could not be loaded: {handlers.factory.load_error}")),
                     elem_id="load-error")
-        with gr.Tab("Run", elem_id="tab-run"), gr.Row(equal_height=False):
+        with gr.Tabs(elem_id="tabs") as tabs, gr.Tab("Run", id="run", elem_id="tab-run"), gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=300):
                 # image_mode=None: the uploaded file reaches images.load_image untouched (EXIF,
                 # transparency and 16-bit images are normalised there, the same way as in the CLI)
@@ -128,6 +130,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
                 final_masks = gr.HTML(elem_id="final-masks")
                 downloads = gr.File(label="Downloads: final masks (COCO JSON) and trace (.zip)",
                                     file_count="multiple", interactive=False, elem_id="downloads")
+                correct_run = gr.Button("Correct these masks", elem_id="correct-run-btn")
             with gr.Column(scale=6, min_width=360):
                 status = gr.HTML(render_status(StatusLine("idle", "Add an image and a query, then press Run.")),
                                  elem_id="status")
@@ -154,23 +157,31 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         stop_event.then(None, cancels=[run_event])
         demo.unload(handlers.unload)
 
-        _inspect_tab(handlers)
+        with tabs:
+            inspected, correct_inspected = _inspect_tab(handlers)
+            correct = build_correct_tab(handlers.correct, tabs, gpu)
+        correct_run.click(handlers.correct.from_run, inputs=[slot], outputs=correct.outputs,
+                          api_visibility="private", show_progress="hidden")
+        correct_inspected.click(handlers.correct.from_inspected, inputs=[inspected], outputs=correct.outputs,
+                                api_visibility="private", show_progress="hidden")
         _api(handlers, settings)
     return demo
 
 
-def _inspect_tab(handlers: Handlers) -> None:
-    with gr.Tab("Inspect a trace", elem_id="tab-inspect"):
+def _inspect_tab(handlers: Handlers) -> tuple[gr.State, gr.Button]:
+    """The Inspect tab; returns its trace state and its "Correct this trace" button (wired by ``build_demo``)."""
+    with gr.Tab("Inspect a trace", id="inspect", elem_id="tab-inspect"):
         state = gr.State(None)
         with gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=300):
-                trace_file = gr.File(label="Trace .zip (from a run's downloads)", file_types=[".zip"],
-                                     type="filepath", elem_id="trace-file")
+                trace_file = gr.File(label="Trace or bundle .zip (from a run's or the Correct tab's downloads)",
+                                     file_types=[".zip"], type="filepath", elem_id="trace-file")
                 message = gr.HTML(render_status(StatusLine("idle", "Upload a trace .zip saved by this app.")),
                                   elem_id="inspect-status")
                 final_image = gr.Image(label="Final masks", format="png", interactive=False,
                                        elem_id="inspect-final-overlay", height=300)
                 final_masks = gr.HTML(elem_id="inspect-final-masks")
+                correct_button = gr.Button("Correct this trace", elem_id="correct-inspect-btn")
             with gr.Column(scale=6, min_width=360):
                 with gr.Row():
                     previous = gr.Button("Previous round", elem_id="prev-round", size="sm")
@@ -191,6 +202,7 @@ def _inspect_tab(handlers: Handlers) -> None:
                        api_visibility="private", show_progress="hidden")
         following.click(lambda s, n: handlers.step_round(s, n, 1), inputs=[state, number], outputs=number,
                         api_visibility="private", show_progress="hidden")
+    return state, correct_button
 
 
 def _api(handlers: Handlers, settings: AppSettings) -> None:
@@ -216,7 +228,7 @@ def launch(demo: gr.Blocks, settings: AppSettings, **overrides: Any) -> Any:
     options: dict[str, Any] = {
         "server_name": settings.host,
         "server_port": settings.port,
-        "css": CSS,
+        "css": CSS + CORRECT_CSS,
         "allowed_paths": [str(ASSETS)],
         "max_file_size": MAX_UPLOAD,
         "ssr_mode": False,

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import Agent, AgentConfig
-from ..errors import BackendError
+from ..errors import BackendError, InputError
 from ..masks import to_coco_results
-from ..presets import Backends, build_backends
+from ..presets import Backends, build_backends, build_point_segmenter
 from ..prompts import Prompts, load_prompts
 from ..trace_io import trace_to_zip_bytes
+from ..tracker import PointSegmenter
 from ..types import Trace
 from ..vlm.base import VLM
 from ..vlm.scripted import Response, ScriptedVLM, load_script
@@ -49,6 +50,8 @@ class AgentFactory:
         backends: the loaded backends, or ``None`` when loading failed.
         script: the loaded script (``vlm.scripted.load_script``), or ``None``.
         load_error: why the backends could not be loaded (shown to users), or ``None``.
+        point_segmenter: SAM 3's point-prompt model for hand corrections (``tracker.PointSegmenter``), or ``None``.
+        point_error: why it could not be loaded (point clicks in the Correct view say so), or ``None``.
     """
 
     def __init__(
@@ -57,11 +60,15 @@ class AgentFactory:
         backends: Backends | None,
         script: dict[str, list[Response]] | None = None,
         load_error: str | None = None,
+        point_segmenter: PointSegmenter | None = None,
+        point_error: str | None = None,
     ) -> None:
         self.settings = settings
         self.backends = backends
         self.script = script
         self.load_error = load_error
+        self.point_segmenter = point_segmenter
+        self.point_error = point_error
         self.prompts: Prompts = load_prompts()
 
     @classmethod
@@ -73,12 +80,23 @@ class AgentFactory:
             InputError: inconsistent settings or an unreadable script (fix the launch command).
         """
         script = load_script(settings.backend.script) if settings.backend.script else None
+        point_segmenter, point_error = load_point_segmenter(settings)
         try:
             backends = build_backends(settings.backend)
         except BackendError as error:
             logger.error("models could not be loaded: %s", error)
-            return cls(settings, None, script, str(error))
-        return cls(settings, backends, script)
+            return cls(settings, None, script, str(error), point_segmenter, point_error)
+        return cls(settings, backends, script, None, point_segmenter, point_error)
+
+    def require_point_segmenter(self) -> PointSegmenter:
+        """SAM 3's point-prompt model.
+
+        Raises:
+            BackendError: it could not be loaded at start (the message says why).
+        """
+        if self.point_segmenter is None:
+            raise BackendError(self.point_error or "SAM 3's point-prompt model is not loaded in this app")
+        return self.point_segmenter
 
     def model_info(self) -> ModelInfo:
         """The model names and image-token bounds the process runs with."""
@@ -119,6 +137,21 @@ class AgentFactory:
         vlm, verifier = self._vlms(backends)
         config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold))
         return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
+
+
+def load_point_segmenter(settings: AppSettings) -> tuple[PointSegmenter | None, str | None]:
+    """SAM 3's point-prompt model for the Correct view, loaded once and shared (``presets.build_point_segmenter``):
+    the tiny one for ``--preset tiny``, else the ``--sam3-model`` weights (default ``facebook/sam3``).
+
+    Returns:
+        (the model, None), or (None, why it could not be loaded): a missing model only disables point clicks.
+    """
+    backend = settings.backend
+    try:
+        return build_point_segmenter(backend.preset, model=backend.sam3_model, device=backend.device), None
+    except (BackendError, InputError) as error:
+        logger.error("SAM 3's point-prompt model could not be loaded: %s", error)
+        return None, str(error)
 
 
 def write_run_files(trace: Trace, folder: Path) -> list[Path]:

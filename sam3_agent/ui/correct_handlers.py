@@ -1,0 +1,314 @@
+"""Handlers of the "Correct" view: a session's actions (``correct``) turned into component values.
+
+Every handler returns a ``CorrectOutputs`` (the values of all the view's components, in the order ``correct_layout``
+binds them); a refused action (``InputError``, a model failure, a bad file) changes nothing but the status line, which
+says why, so nothing is lost and the app keeps serving. Exports are written under ``root/correct/<session key>/``
+(removed when Gradio drops the session's state).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gradio as gr
+import numpy as np
+
+from ..errors import BackendError, InputError, TraceFormatError
+from ..export import coco_document, write_bundle, write_coco, write_mask_pngs
+from ..trace_io import MAX_ZIP_BYTES, trace_to_zip_bytes
+from ..types import Trace
+from . import correct
+from .correct import CorrectSession
+from .correct_view import (
+    agent_overlay,
+    corrected_overlay,
+    mask_number_choices,
+    mask_rows,
+    render_mask_table,
+    round_choices,
+    round_preview,
+    selected_choices,
+    shown_choices,
+    status_text,
+)
+from .html import render_status
+from .view import StatusLine
+
+logger = logging.getLogger(__name__)
+
+COCO_FILE = "corrected_masks.json"
+PNG_ZIP_FILE = "corrected_masks_png.zip"
+BUNDLE_ZIP_FILE = "bundle.zip"
+TRACE_ZIP_FILE = "trace_with_edits.zip"
+EMPTY_MESSAGE = "Nothing to correct yet: finish a run and press 'Correct these masks', or upload a bundle / trace .zip."
+
+
+class CorrectOutputs(NamedTuple):
+    """Values of the Correct view's components (``gr.skip()`` leaves one as it is)."""
+
+    session: Any
+    status: Any
+    agent_image: Any
+    corrected_image: Any
+    editor: Any
+    shown: Any
+    selected: Any
+    label: Any
+    table: Any
+    undo: Any
+    redo: Any
+    round_pick: Any
+    number_pick: Any
+    preview: Any
+    tabs: Any
+
+
+class ExportOutputs(NamedTuple):
+    """Values of (status line, download file) after an export."""
+
+    status: Any
+    file: Any
+
+
+def refused(message: str) -> CorrectOutputs:
+    """Only the status line changes: it says what was wrong and that nothing changed."""
+    skip = gr.skip()
+    status = render_status(StatusLine("error", f"{message[0].upper()}{message[1:]}. Nothing was changed."))
+    return CorrectOutputs(skip, status, *([skip] * (len(CorrectOutputs._fields) - 2)))
+
+
+def editor_value(overlay: Any) -> dict[str, Any]:
+    """The ImageEditor's value: ``overlay`` (the corrected overlay, view size) as background, no painted layer."""
+    pixels = np.asarray(overlay)
+    return {"background": pixels, "layers": [], "composite": pixels}
+
+
+def screen(session: CorrectSession, loaded: bool = False, switch_tab: bool = False) -> CorrectOutputs:
+    """Every component's value for ``session``; ``loaded`` also refreshes what only changes with the trace (the
+    agent's overlay and the round picker); ``switch_tab`` brings the Correct tab to the front."""
+    skip = gr.skip()
+    state = session.state
+    shown, shown_values = shown_choices(session)
+    choices, value = selected_choices(session)
+    label = state.items[session.selected].label if session.selected is not None else ""
+    overlay = corrected_overlay(session)
+    rounds = round_choices(session.trace) if loaded else []
+    first_round = rounds[0][1] if rounds else None
+    return CorrectOutputs(
+        session=session,
+        status=render_status(StatusLine("done", status_text(session))),
+        agent_image=agent_overlay(session) if loaded else skip,
+        corrected_image=overlay,
+        editor=editor_value(overlay),
+        shown=gr.update(choices=shown, value=shown_values),
+        selected=gr.update(choices=choices, value=value),
+        label=label,
+        table=render_mask_table(mask_rows(session)),
+        undo=gr.update(interactive=state.can_undo),
+        redo=gr.update(interactive=state.can_redo),
+        round_pick=gr.update(choices=rounds, value=first_round) if loaded else skip,
+        number_pick=gr.update(choices=mask_number_choices(session.trace, first_round), value=1 if rounds else None)
+        if loaded else skip,
+        preview=round_preview(session, first_round) if loaded else skip,
+        tabs=gr.Tabs(selected="correct") if switch_tab else skip,
+    )
+
+
+class CorrectHandlers:
+    """The Correct view's handlers around SAM 3's shared point-prompt model.
+
+    Args:
+        point_segmenter: returns the loaded ``tracker.PointSegmenter`` (raising ``BackendError`` with the reason when
+            it could not be loaded); called on point clicks only.
+        warn: shows a message to the user (``gr.Warning`` in the app); used for unreadable files.
+        root: folder for exports (a ``correct/`` folder per session is made inside).
+    """
+
+    def __init__(self, point_segmenter: Callable[[], Any], warn: Callable[[str], None], root: Path) -> None:
+        self.point_segmenter = point_segmenter
+        self.warn = warn
+        self.root = root
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self, trace: Trace | None, switch_tab: bool = False) -> CorrectOutputs:
+        """Start correcting ``trace`` (a finished run or a loaded trace, saved edits included).
+
+        With ``switch_tab`` (a button in another tab) the Correct tab comes to the front, and a refusal is also
+        shown as a warning there, since the Correct tab's status line is out of sight.
+        """
+        try:
+            if trace is None:
+                raise InputError(EMPTY_MESSAGE.rstrip("."))
+            session = correct.start_session(trace)
+        except (InputError, TraceFormatError) as error:
+            if switch_tab:
+                self.warn(str(error)[0].upper() + str(error)[1:])
+            return refused(str(error))
+        return screen(session, loaded=True, switch_tab=switch_tab)
+
+    def from_run(self, slot: Any) -> CorrectOutputs:
+        """The session's latest run (``handlers.RunSlot``), once it has ended; switches to the Correct tab."""
+        run = getattr(slot, "run", None)
+        if run is None:
+            self.warn("There is no run to correct yet: press Run first.")
+            return refused("there is no run to correct yet: press Run first")
+        return self.load(run.trace, switch_tab=True)
+
+    def from_inspected(self, inspected: Any) -> CorrectOutputs:
+        """The trace loaded in the Inspect tab (``handlers.InspectedTrace``); switches to the Correct tab."""
+        trace = getattr(inspected, "trace", None)
+        if trace is None:
+            self.warn("Upload a trace or bundle .zip in this tab first.")
+            return refused("upload a trace or bundle .zip in the Inspect tab first")
+        return self.load(trace, switch_tab=True)
+
+    def upload(self, path: str | None) -> CorrectOutputs:
+        """An uploaded bundle or trace .zip; a malformed or oversized file is refused with a message."""
+        if not path:
+            return refused("no file: upload a bundle or trace .zip saved by this app")
+        try:
+            if os.path.getsize(path) > MAX_ZIP_BYTES:
+                raise TraceFormatError(f"the file is larger than {MAX_ZIP_BYTES // (1024 * 1024)} MB")
+            with open(path, "rb") as handle:
+                trace = correct.trace_from_upload(handle.read())
+        except (TraceFormatError, OSError) as error:
+            self.warn(f"Cannot read this file: {error}")
+            return refused(f"cannot read this file: {error}")
+        return self.load(trace)
+
+    # ------------------------------------------------------------------ edits
+
+    def _apply(self, session: CorrectSession | None, action: Callable[[CorrectSession], CorrectSession]) -> CorrectOutputs:
+        if session is None:
+            return refused(EMPTY_MESSAGE.rstrip("."))
+        try:
+            return screen(action(session))
+        except InputError as error:
+            return refused(str(error))
+        except BackendError as error:
+            logger.warning("point-prompt model failed: %s", error)
+            return refused(str(error))
+
+    def click(self, session: CorrectSession | None, mode: str, event: gr.SelectData) -> CorrectOutputs:
+        """A click on the corrected image; ``event`` is Gradio's ``SelectData`` (``index`` = [x, y], view pixels)."""
+        position = getattr(event, "index", None)
+        if not isinstance(position, (list, tuple)) or len(position) != 2:
+            return refused("the click gave no position on the image: click on the picture itself")
+
+        def action(s: CorrectSession) -> CorrectSession:
+            model = self.point_segmenter() if mode in (correct.CLICK_POSITIVE, correct.CLICK_NEGATIVE) else None
+            return correct.click(s, mode, position[0], position[1], model)
+
+        return self._apply(session, action)
+
+    def set_shown(self, session: CorrectSession | None, shown: list[int] | None) -> CorrectOutputs:
+        return self._apply(session, lambda s: correct.set_shown(s, shown or []))
+
+    def select(self, session: CorrectSession | None, index: int | None) -> CorrectOutputs:
+        return self._apply(session, lambda s: correct.select(s, index))
+
+    def relabel(self, session: CorrectSession | None, label: str) -> CorrectOutputs:
+        return self._apply(session, lambda s: correct.relabel(s, label))
+
+    def delete(self, session: CorrectSession | None) -> CorrectOutputs:
+        return self._apply(session, correct.delete_selected)
+
+    def bring_in(self, session: CorrectSession | None, round_index: Any, number: Any) -> CorrectOutputs:
+        return self._apply(session, lambda s: correct.bring_in(s, round_index, number))
+
+    def paint(self, session: CorrectSession | None, editor: Any) -> CorrectOutputs:
+        return self._apply(session, lambda s: correct.brush(s, editor, erase=False))
+
+    def erase(self, session: CorrectSession | None, editor: Any) -> CorrectOutputs:
+        return self._apply(session, lambda s: correct.brush(s, editor, erase=True))
+
+    def undo(self, session: CorrectSession | None) -> CorrectOutputs:
+        return self._apply(session, correct.undo)
+
+    def redo(self, session: CorrectSession | None) -> CorrectOutputs:
+        return self._apply(session, correct.redo)
+
+    @staticmethod
+    def pick_round(session: CorrectSession | None, round_index: Any) -> tuple[Any, Any]:
+        """(mask-number list, preview image) for the round chosen to bring a mask in from."""
+        if session is None or round_index is None:
+            return gr.update(choices=[], value=None), None
+        numbers = mask_number_choices(session.trace, int(round_index))
+        return gr.update(choices=numbers, value=numbers[0] if numbers else None), round_preview(session,
+                                                                                               int(round_index))
+
+    # ------------------------------------------------------------------ exports
+
+    def _folder(self, session: CorrectSession) -> Path:
+        folder = self.root / "correct" / session.key
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def _export(self, session: CorrectSession | None, write: Callable[[CorrectSession, Path], Path],
+                what: str) -> ExportOutputs:
+        if session is None:
+            return ExportOutputs(render_status(StatusLine("error", EMPTY_MESSAGE)), gr.skip())
+        try:
+            path = write(session, self._folder(session))
+        except (InputError, TraceFormatError, OSError) as error:
+            return ExportOutputs(render_status(StatusLine("error", f"Export failed: {error}")), gr.skip())
+        count = len(session.state.corrected_indices())
+        line = f"Exported {what} ({count} mask{'s' if count != 1 else ''}): {path.name}. {status_text(session)}"
+        return ExportOutputs(render_status(StatusLine("done", line)), str(path))
+
+    def export_coco(self, session: CorrectSession | None) -> ExportOutputs:
+        """COCO instance JSON of the corrected answer (``export.coco_document``)."""
+        return self._export(session, write_corrected_coco, "COCO JSON")
+
+    def export_pngs(self, session: CorrectSession | None) -> ExportOutputs:
+        """One binary PNG per corrected mask, zipped (``mask_001.png`` = COCO annotation 1)."""
+        return self._export(session, write_corrected_pngs, "PNG masks")
+
+    def export_bundle(self, session: CorrectSession | None) -> ExportOutputs:
+        """The bundle (.zip): image, query, both answers, the trace with the edits."""
+        return self._export(session, lambda s, f: write_bundle(s.trace, f / BUNDLE_ZIP_FILE, s.state), "the bundle")
+
+    def export_trace(self, session: CorrectSession | None) -> ExportOutputs:
+        """The trace .zip with the edits in effect (opens in the Inspect tab and here)."""
+        return self._export(session, write_corrected_trace, "the trace")
+
+    def forget(self, session: CorrectSession | None) -> None:
+        """Remove a session's exports (Gradio calls this when it drops the session's state)."""
+        if isinstance(session, CorrectSession):
+            shutil.rmtree(self.root / "correct" / session.key, ignore_errors=True)
+
+
+def write_corrected_coco(session: CorrectSession, folder: Path) -> Path:
+    """``folder/corrected_masks.json``: COCO of the masks neither hidden, deleted nor empty."""
+    width, height = session.trace.image.size
+    return write_coco(coco_document(session.state.corrected_items(), width, height), folder / COCO_FILE)
+
+
+def write_corrected_pngs(session: CorrectSession, folder: Path) -> Path:
+    """``folder/corrected_masks_png.zip`` holding ``mask_001.png``... (8-bit, 0 / 255, full size)."""
+    pngs = folder / "png"
+    shutil.rmtree(pngs, ignore_errors=True)
+    paths = write_mask_pngs(session.state.corrected_items(), pngs)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:  # PNGs are compressed already
+        for path in paths:
+            archive.write(path, path.name)
+    target = folder / PNG_ZIP_FILE
+    target.write_bytes(buffer.getvalue())
+    shutil.rmtree(pngs, ignore_errors=True)
+    return target
+
+
+def write_corrected_trace(session: CorrectSession, folder: Path) -> Path:
+    """``folder/trace_with_edits.zip``: the trace with the edits in effect (``trace_io`` layout)."""
+    target = folder / TRACE_ZIP_FILE
+    target.write_bytes(trace_to_zip_bytes(correct.corrected_trace(session)))
+    return target

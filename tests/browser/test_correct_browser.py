@@ -1,0 +1,252 @@
+"""The Correct view in headless Chromium: after a run, paint, click, toggle, undo, export and re-import.
+
+Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (random tiny SAM 3 and SAM 3 point model,
+scripted VLM) the same way as ``test_app_browser.py`` and drives it with Playwright on a real photo (coffee.jpg,
+600x400, shown at its own size). Screenshots go to test-output/screenshots/correct_*.png. Skipped only when
+/usr/bin/chromium is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip("Chromium is not installed at /usr/bin/chromium (CI installs it with apt-get)",
+                allow_module_level=True)
+
+from playwright.sync_api import Page, expect, sync_playwright
+from pycocotools.coco import COCO
+
+from sam3_agent.edits import BrushStroke, ClickMask
+from sam3_agent.export import load_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "data" / "ui_script.json"
+PHOTO = ROOT / "assets" / "coffee.jpg"  # 600 x 400
+SHOTS = ROOT / "test-output" / "screenshots"
+BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+START_TIMEOUT_S = 180
+CLICK = (300, 120)  # image pixels of the point click
+STROKE_Y, STROKE_X0, STROKE_X1 = 300, 150, 450  # image pixels of the brush stroke (a horizontal line)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("app") / "app.log"
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    env.pop("SAM3_AGENT_SCRIPT_PIECE_DELAY", None)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py"), "--preset", "tiny", "--script", str(SCRIPT), "--port", str(port),
+             "--max-rounds", "10"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"app.py did not start; its log:\n{log_path.read_text()[-4000:]}")
+            time.sleep(0.5)
+    yield url
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def page(app_url, tmp_path_factory):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), args=BROWSER_FLAGS, headless=True,
+            viewport={"width": 1600, "height": 1000}, accept_downloads=True,
+        )
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(app_url)
+        page.wait_for_selector("#run-btn")
+        yield page
+        context.close()
+
+
+def status_says(page: Page, text: str) -> None:
+    expect(page.locator("#correct-status")).to_contain_text(text)
+
+
+def click_image(page: Page, selector: str, x: int, y: int) -> None:
+    """Click image pixel (x, y) of the <img> in ``selector`` (shown scaled and letterboxed: object-fit contain)."""
+    image = page.locator(f"{selector} img")
+    box = image.bounding_box()
+    natural_w, natural_h = image.evaluate("e => [e.naturalWidth, e.naturalHeight]")
+    scale = min(box["width"] / natural_w, box["height"] / natural_h)
+    left = box["x"] + (box["width"] - natural_w * scale) / 2
+    top = box["y"] + (box["height"] - natural_h * scale) / 2
+    page.mouse.click(left + (x + 0.5) * scale, top + (y + 0.5) * scale)
+
+
+def editor_zoom(page: Page) -> str:
+    return page.locator("#correct-editor span").filter(has_text="%").first.inner_text().strip()
+
+
+def drag_on_editor(page: Page, points: list[tuple[int, int]], width: int, height: int) -> None:
+    """Drag the brush through image pixels ``points`` on the ImageEditor canvas (the image is centred at the zoom
+    the editor shows)."""
+    zoom = float(editor_zoom(page).rstrip("%")) / 100
+    canvas = page.locator("#correct-editor canvas").first.bounding_box()
+    left = canvas["x"] + (canvas["width"] - width * zoom) / 2
+    top = canvas["y"] + (canvas["height"] - height * zoom) / 2
+    page.mouse.move(left + points[0][0] * zoom, top + points[0][1] * zoom)
+    page.mouse.down()
+    for x, y in points[1:]:  # few moves: each one redraws the canvas, slowly in software WebGL
+        page.mouse.move(left + x * zoom, top + y * zoom)
+    page.mouse.up()
+
+
+def download(page: Page, button: str, name: str, folder: Path) -> Path:
+    """Press an export button and download the file it offers (named ``name``)."""
+    page.click(button)
+    with page.expect_download() as info:
+        page.locator(f'#correct-download a[download="{name}"]').click()
+    target = folder / name
+    info.value.save_as(str(target))
+    return target
+
+
+@pytest.fixture(scope="module")
+def corrected(page, tmp_path_factory):
+    """A run, then in the Correct view: a brush stroke (new mask 2), nothing selected, a point click (new mask 3),
+    mask 1 hidden then shown again with Undo; the COCO export and the bundle."""
+    folder = tmp_path_factory.mktemp("downloads")
+    page.set_input_files("#input-image input[type=file]", str(PHOTO))
+    page.wait_for_selector("#input-image img")
+    page.fill("#query textarea", "the cup on the saucer")
+    page.click("#run-btn")
+    page.wait_for_selector("#status .status-done", timeout=120_000)
+    page.get_by_role("tab", name="Correct").click()
+    empty_zoom = editor_zoom(page)  # the editor before it has an image
+    page.get_by_role("tab", name="Run").click()
+
+    page.click("#correct-run-btn")
+    status_says(page, "Corrected answer: 1 mask (the agent chose 1).")
+    expect(page.locator("#correct-agent-overlay img")).to_be_visible()
+    page.wait_for_function(  # the brush canvas has taken the photo
+        "z => Array.from(document.querySelectorAll('#correct-editor span')).some("
+        "e => /^[0-9]+%$/.test(e.textContent.trim()) && e.textContent.trim() !== z)", arg=empty_zoom)
+    page.screenshot(path=str(SHOTS / "correct_01_loaded.png"), full_page=True)
+
+    drag_on_editor(page, [(STROKE_X0, STROKE_Y), ((STROKE_X0 + STROKE_X1) // 2, STROKE_Y), (STROKE_X1, STROKE_Y)],
+                   600, 400)
+    page.locator("#correct-editor").screenshot(path=str(SHOTS / "correct_02_stroke.png"))
+    page.click("#paint-btn")
+    status_says(page, "Last edit: paint a new mask.")
+
+    page.locator("#selected-mask input").click()
+    page.get_by_role("option", name="none: clicks and brush make a new mask").click()
+    status_says(page, "2 masks")
+    expect(page.locator("#correct-status")).not_to_contain_text("Selected:")
+
+    page.get_by_label("Add a point ON the object (SAM 3)").check()
+    click_image(page, "#correct-overlay", *CLICK)
+    status_says(page, "Last edit: 1 click(s) -> new mask. 2 edits in effect. Selected: mask 3.")
+    page.screenshot(path=str(SHOTS / "correct_03_point.png"), full_page=True)
+
+    page.locator("#mask-toggles label").filter(has_text="1: the cup on the saucer (agent)").click()
+    status_says(page, "Last edit: hide mask 1.")
+    expect(page.locator('#correct-masks tr[data-mask="1"]')).to_have_class("mask-off")
+    page.screenshot(path=str(SHOTS / "correct_04_hidden.png"), full_page=True)
+    page.click("#undo-btn")
+    status_says(page, "2 edits in effect, 1 to redo.")
+    expect(page.locator('#correct-masks tr[data-mask="1"]')).to_have_class("mask-on")
+    expect(page.locator("#mask-toggles input[type=checkbox]").first).to_be_checked()
+
+    coco_path = download(page, "#export-coco-btn", "corrected_masks.json", folder)
+    status_says(page, "Exported COCO JSON (3 masks)")
+    page.screenshot(path=str(SHOTS / "correct_05_exported.png"), full_page=True)
+    bundle_path = download(page, "#export-bundle-btn", "bundle.zip", folder)
+    return coco_path, bundle_path
+
+
+def test_the_exported_coco_has_the_agent_mask_and_the_two_hand_made_ones(corrected):
+    coco = COCO(str(corrected[0]))
+    annotations = coco.loadAnns(coco.getAnnIds())
+    assert coco.imgs[1]["width"] == 600 and coco.imgs[1]["height"] == 400
+    assert len(annotations) == 3
+    assert [a["attributes"] for a in annotations] == [
+        {"edited_by_hand": False, "origin": "agent"},
+        {"edited_by_hand": True, "origin": "brush"},
+        {"edited_by_hand": True, "origin": "clicks"},
+    ]
+    assert [coco.cats[a["category_id"]]["name"] for a in annotations] == ["the cup on the saucer"] * 3
+
+
+def test_the_brush_stroke_lands_where_it_was_drawn_at_the_image_resolution(corrected):
+    coco = COCO(str(corrected[0]))
+    stroke = coco.annToMask(coco.loadAnns(coco.getAnnIds())[1]).astype(bool)
+    assert stroke.shape == (400, 600)
+    rows = np.flatnonzero(stroke.any(axis=1))
+    cols = np.flatnonzero(stroke.any(axis=0))
+    radius = (rows[-1] - rows[0] + 1) / 2  # the brush's size is the editor's own default
+    assert abs((rows[0] + rows[-1]) / 2 - STROKE_Y) <= 2
+    assert abs(cols[0] - (STROKE_X0 - radius)) <= 3 and abs(cols[-1] - (STROKE_X1 + radius)) <= 3
+    assert stroke[STROKE_Y, STROKE_X0:STROKE_X1 + 1].all()
+
+
+def test_the_bundle_keeps_the_edits_with_the_click_in_image_pixels(corrected):
+    bundle = load_bundle(corrected[1].read_bytes())
+    edits = bundle.trace.edits
+    assert [type(op) for op in edits] == [BrushStroke, ClickMask]  # the undone toggle is not saved
+    assert edits[1].index is None and edits[1].points == ((float(CLICK[0]), float(CLICK[1])),)
+    assert edits[1].labels == (1,)
+    assert len(bundle.state.corrected_items()) == 3
+
+
+def test_the_bundle_reloads_in_the_inspect_tab_and_editing_goes_on(page, corrected):
+    page.get_by_role("tab", name="Inspect a trace").click()
+    page.set_input_files("#trace-file input[type=file]", str(corrected[1]))
+    expect(page.locator("#inspect-status")).to_contain_text("2 hand corrections saved with it", timeout=20_000)
+    page.click("#correct-inspect-btn")
+    status_says(page, "Corrected answer: 3 masks (the agent chose 1). Last edit: 1 click(s) -> new mask.")
+    expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(3)
+    expect(page.locator("#undo-btn")).to_be_enabled()
+    page.click("#undo-btn")
+    status_says(page, "Corrected answer: 2 masks (the agent chose 1). Last edit: paint a new mask.")
+    page.screenshot(path=str(SHOTS / "correct_06_reloaded.png"), full_page=True)
+
+
+def test_bad_input_gives_a_message_and_keeps_the_masks(page, corrected, tmp_path):
+    page.click("#erase-btn")
+    status_says(page, "Nothing was painted: draw on the image with the brush first. Nothing was changed.")
+    junk = tmp_path / "not_a_bundle.zip"
+    junk.write_bytes(b"plain text, not a zip")
+    page.set_input_files("#correct-file input[type=file]", str(junk))
+    status_says(page, "not a .zip trace")
+    page.screenshot(path=str(SHOTS / "correct_07_bad_input.png"), full_page=True)
+    expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(2)  # the reloaded session is intact
+    page.click("#redo-btn")
+    status_says(page, "Corrected answer: 3 masks")

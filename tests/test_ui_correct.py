@@ -1,0 +1,463 @@
+"""The Correct view: its session actions, what it shows, its handlers, exports and imports (no browser, no model)."""
+
+from __future__ import annotations
+
+import io
+import json
+import types
+import zipfile
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+from conftest import ASSETS, KnownSegmenter, photo, rect_mask, tool, verdict
+from PIL import Image
+from pycocotools.coco import COCO
+
+from sam3_agent.edits import BringInMask, ClickMask
+from sam3_agent.errors import BackendError, InputError
+from sam3_agent.export import bundle_bytes, load_bundle
+from sam3_agent.presets import Backends
+from sam3_agent.render import blend_fill, mask_colors
+from sam3_agent.tracker import PointMask, check_clicks
+from sam3_agent.types import ContextRecord, Masks, Round, ToolResult, Trace
+from sam3_agent.ui import correct
+from sam3_agent.ui.correct import (
+    CLICK_NEGATIVE,
+    CLICK_POSITIVE,
+    CLICK_SELECT,
+    CLICK_TOGGLE,
+    ViewGeometry,
+)
+from sam3_agent.ui.correct_handlers import CorrectHandlers
+from sam3_agent.ui.correct_view import (
+    NO_SELECTION,
+    MaskRow,
+    agent_overlay,
+    corrected_overlay,
+    mask_rows,
+    round_choices,
+    selected_choices,
+    shown_choices,
+    status_text,
+)
+from sam3_agent.ui.handlers import Handlers, RunSlot
+from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.settings import AppSettings
+from sam3_agent.vlm.scripted import ScriptedVLM
+
+QUERY = "the people"
+# astronaut.jpg is 512x512. Round 1 showed three masks (SAM 3 order by score); verification rejected the second;
+# round 2 showed the two survivors and the agent chose both. Boxes are xyxy, pixels.
+BIG, TALL, SMALL = (200, 50, 300, 250), (10, 10, 110, 210), (350, 300, 450, 400)
+
+
+def masks_of(boxes, scores, size=(512, 512), phrase="person") -> Masks:
+    height, width = size
+    stack = np.stack([rect_mask(height, width, *b) for b in boxes])
+    return Masks(stack, np.array(scores, dtype=np.float32), np.array(boxes, dtype=np.float32), phrase)
+
+
+def make_trace(image: Image.Image, round_masks: list[Masks], final: Masks | None, status: str = "done") -> Trace:
+    rounds = [
+        Round(index=i + 1, context=ContextRecord((), ()), output="", finish_reason="stop", call=None, error=None,
+              error_detail=None, result=ToolResult(reply=None, masks=m, summary=f"{len(m)} masks"),
+              assistant_index=None, reply_index=None)
+        for i, m in enumerate(round_masks)
+    ]
+    return Trace(QUERY, image, {"vlm_model": "hand-made"}, [], rounds, status, None, final, 1.0, 2.0)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    round1 = masks_of([BIG, TALL, SMALL], [0.9, 0.7, 0.6])
+    final = masks_of([BIG, SMALL], [0.9, 0.6])
+    return make_trace(photo("astronaut.jpg"), [round1, final], final)
+
+
+@pytest.fixture
+def session(trace):
+    return correct.start_session(trace)
+
+
+class FakePointSegmenter:
+    """Clicks -> a 61x61 square centred on the mean positive click, minus 21x21 squares at negative clicks."""
+
+    name = "fake-points"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[tuple[float, float]], list[int]]] = []
+
+    def segment_points(self, image, points, labels) -> PointMask:
+        width, height = image.size
+        check_clicks(points, labels, width, height)  # the real model's checks
+        self.calls.append(([tuple(p) for p in points], list(labels)))
+        positive = np.array([p for p, lab in zip(points, labels) if lab == 1])
+        cx, cy = positive.mean(axis=0).astype(int)
+        mask = rect_mask(height, width, cx - 30, cy - 30, cx + 31, cy + 31)
+        for (x, y), lab in zip(points, labels):
+            if lab == 0:
+                mask &= ~rect_mask(height, width, int(x) - 10, int(y) - 10, int(x) + 11, int(y) + 11)
+        return PointMask(mask, 0.875)
+
+
+def select_event(x: int, y: int):
+    return types.SimpleNamespace(index=[x, y])
+
+
+def handlers_with(tmp_path: Path, segmenter=None, error: str = "the point model was not loaded"):
+    def provider():
+        if segmenter is None:
+            raise BackendError(error)
+        return segmenter
+
+    return CorrectHandlers(provider, warn=lambda message: None, root=tmp_path / "app")
+
+
+def painted(view_size: tuple[int, int], x0: int, y0: int, x1: int, y1: int) -> dict:
+    """An ImageEditor value (numpy, RGBA) with one layer painted on [y0, y1) x [x0, x1) of a view of that size."""
+    width, height = view_size
+    layer = np.zeros((height, width, 4), dtype=np.uint8)
+    layer[y0:y1, x0:x1] = (255, 0, 255, 255)
+    background = np.zeros((height, width, 4), dtype=np.uint8)
+    return {"background": background, "layers": [layer], "composite": background}
+
+
+# ------------------------------------------------------------------ geometry
+
+
+def test_a_small_photo_is_shown_at_its_own_size_and_clicks_are_its_pixels():
+    geometry = ViewGeometry.for_size(600, 400)
+    assert (geometry.view_width, geometry.view_height, geometry.scaled) == (600, 400, False)
+    assert geometry.to_image(10, 399) == (10.0, 399.0)
+
+
+def test_a_big_photo_is_shown_at_1024_px_and_clicks_map_to_full_resolution():
+    geometry = ViewGeometry.for_size(4000, 3000)
+    assert (geometry.view_width, geometry.view_height, geometry.scaled) == (1024, 768, True)
+    assert geometry.to_image(256, 192) == (1000.0, 750.0)
+    assert geometry.to_image(1023, 767) == (1023 * 4000 / 1024, 767 * 3000 / 768)
+
+
+@pytest.mark.parametrize("x, y", [(1024, 5), (-1, 5), (5, 768), (None, 3), ("left", 3), (float("nan"), 2)])
+def test_a_click_off_the_shown_image_is_refused(x, y):
+    with pytest.raises(InputError, match="click on the picture itself"):
+        ViewGeometry.for_size(4000, 3000).to_image(x, y)
+
+
+# ------------------------------------------------------------------ what the view shows
+
+
+def test_a_new_session_lists_the_agent_masks_all_shown_and_nothing_selected(session):
+    assert mask_rows(session) == [
+        MaskRow(1, QUERY, "agent", True, False, 100 * 200, 0.9, False),
+        MaskRow(2, QUERY, "agent", True, False, 100 * 100, 0.6, False),
+    ]
+    assert shown_choices(session) == ([(f"1: {QUERY} (agent)", 0), (f"2: {QUERY} (agent)", 1)], [0, 1])
+    assert selected_choices(session)[1] == NO_SELECTION
+    assert round_choices(session.trace) == [("round 1: 3 masks for 'person'", 1), ("round 2: 2 masks for 'person'", 2)]
+    assert status_text(session) == "Corrected answer: 2 masks (the agent chose 2). 0 edits in effect."
+
+
+def test_toggling_mask_2_off_hides_it_in_the_corrected_overlay_and_the_list_but_not_in_the_agent_answer(session):
+    edited = correct.set_shown(session, [0])
+    assert [row.on for row in mask_rows(edited)] == [True, False]
+    assert shown_choices(edited)[1] == [0]
+    raw = np.asarray(session.view)
+    inside_1, inside_2 = (215, 230), (370, 390)  # (x, y) away from borders and labels
+    colors = mask_colors(2)
+    overlay, agent = np.asarray(corrected_overlay(edited)), np.asarray(agent_overlay(edited))
+    assert overlay[inside_1[1], inside_1[0]].tolist() == blend_fill(raw[inside_1[1], inside_1[0]], colors[0]).tolist()
+    assert overlay[inside_2[1], inside_2[0]].tolist() == raw[inside_2[1], inside_2[0]].tolist()
+    assert agent[inside_2[1], inside_2[0]].tolist() == blend_fill(raw[inside_2[1], inside_2[0]], colors[1]).tolist()
+    assert status_text(edited) == ("Corrected answer: 1 mask (the agent chose 2). Last edit: hide mask 2. "
+                                   "1 edit in effect.")
+
+
+def test_a_toggle_click_hides_the_mask_under_it_and_a_second_click_shows_it_again(session):
+    hidden = correct.click(session, CLICK_TOGGLE, 400, 380)
+    assert [it.on for it in hidden.state.items] == [True, False]
+    shown = correct.click(hidden, CLICK_TOGGLE, 400, 380)
+    assert [it.on for it in shown.state.items] == [True, True] and shown.state.cursor == 2
+    with pytest.raises(InputError, match="no mask under the click"):
+        correct.click(session, CLICK_TOGGLE, 5, 500)
+
+
+def test_a_select_click_selects_the_mask_under_it_and_marks_it(session):
+    chosen = correct.click(session, CLICK_SELECT, 250, 100)
+    assert chosen.selected == 0 and chosen.state.cursor == 0
+    assert [row.selected for row in mask_rows(chosen)] == [True, False]
+    overlay = np.asarray(corrected_overlay(chosen))
+    assert overlay[100, 198].tolist() == [255, 255, 255]  # the white rim just outside mask 1's left edge (x = 200)
+    assert correct.click(chosen, CLICK_SELECT, 5, 500).selected is None
+
+
+def test_bring_in_adds_the_mask_verification_rejected_and_selects_it(session):
+    brought = correct.bring_in(session, 1, 2)
+    item = brought.state.items[2]
+    assert np.array_equal(item.mask, rect_mask(512, 512, *TALL)) and item.origin == "round 1 mask 2"
+    assert item.score == pytest.approx(0.7) and brought.selected == 2
+    assert mask_rows(brought)[2] == MaskRow(3, QUERY, "round 1 mask 2", True, False, 100 * 200, 0.7, True)
+    with pytest.raises(InputError, match="already mask 1"):
+        correct.bring_in(session, 1, 1)
+    with pytest.raises(InputError, match="choose a round and a mask number"):
+        correct.bring_in(session, None, 1)
+
+
+def test_undo_restores_the_previous_list_and_redo_brings_the_edit_back(session):
+    edited = correct.delete_selected(correct.select(correct.bring_in(session, 1, 2), 0))
+    assert [row.number for row in mask_rows(edited)] == [2, 3] and edited.selected is None
+    back = correct.undo(edited)
+    assert [row.number for row in mask_rows(back)] == [1, 2, 3]
+    assert [row.number for row in mask_rows(correct.undo(back))] == [1, 2]
+    assert [row.number for row in mask_rows(correct.redo(back))] == [2, 3]
+    with pytest.raises(InputError, match="nothing to undo"):
+        correct.undo(session)
+    with pytest.raises(InputError, match="nothing to redo"):
+        correct.redo(session)
+
+
+def test_a_point_click_with_nothing_selected_makes_a_new_mask_and_later_clicks_refine_it(session):
+    model = FakePointSegmenter()
+    first = correct.click(session, CLICK_POSITIVE, 60, 300, model)
+    assert first.selected == 2 and first.state.items[2].origin == "clicks" and first.state.items[2].edited
+    assert np.array_equal(first.state.items[2].mask, rect_mask(512, 512, 30, 270, 91, 331))
+    second = correct.click(first, CLICK_NEGATIVE, 80, 320, model)
+    assert model.calls == [([(60.0, 300.0)], [1]), ([(60.0, 300.0), (80.0, 320.0)], [1, 0])]
+    assert len(second.state.items) == 3 and second.selected == 2
+    last = second.state.applied[-1]
+    assert isinstance(last, ClickMask) and last.index == 2 and last.labels == (1, 0)
+    expected = rect_mask(512, 512, 30, 270, 91, 331) & ~rect_mask(512, 512, 70, 310, 91, 331)
+    assert np.array_equal(second.state.items[2].mask, expected)
+    assert correct.pending_clicks(correct.undo(second)) == (((60.0, 300.0),), (1,))
+
+
+def test_a_point_click_replaces_the_selected_mask(session):
+    replaced = correct.click(correct.select(session, 1), CLICK_POSITIVE, 400, 350, FakePointSegmenter())
+    assert len(replaced.state.items) == 2 and replaced.selected == 1
+    assert np.array_equal(replaced.state.items[1].mask, rect_mask(512, 512, 370, 320, 431, 381))
+    assert replaced.state.items[1].score is None and replaced.state.items[1].edited
+
+
+def test_only_negative_points_are_refused(session):
+    with pytest.raises(InputError, match="every click is negative"):
+        correct.click(session, CLICK_NEGATIVE, 60, 300, FakePointSegmenter())
+
+
+def test_a_brush_stroke_with_nothing_selected_makes_a_new_mask_and_erase_removes_pixels(session):
+    new = correct.brush(session, painted((512, 512), 0, 0, 40, 30), erase=False)
+    assert new.selected == 2 and np.array_equal(new.state.items[2].mask, rect_mask(512, 512, 0, 0, 40, 30))
+    erased = correct.brush(correct.select(new, 0), painted((512, 512), 200, 50, 300, 100), erase=True)
+    assert np.array_equal(erased.state.items[0].mask, rect_mask(512, 512, 200, 100, 300, 250))
+
+
+def test_erasing_with_nothing_selected_and_empty_strokes_are_refused(session):
+    with pytest.raises(InputError, match="select a mask to erase from"):
+        correct.brush(session, painted((512, 512), 0, 0, 5, 5), erase=True)
+    with pytest.raises(InputError, match="nothing was painted"):
+        correct.brush(session, painted((512, 512), 0, 0, 0, 0), erase=False)
+    with pytest.raises(InputError, match="nothing was painted"):
+        correct.brush(session, None, erase=False)
+
+
+def test_relabel_and_delete_need_a_selected_mask(session):
+    with pytest.raises(InputError, match="select a mask first"):
+        correct.relabel(session, "astronaut")
+    with pytest.raises(InputError, match="select a mask to delete"):
+        correct.delete_selected(session)
+    named = correct.relabel(correct.select(session, 1), "  flag  ")
+    assert [row.label for row in mask_rows(named)] == [QUERY, "flag"]
+
+
+def test_a_run_that_is_still_going_cannot_be_corrected(trace):
+    running = make_trace(trace.image, [], None, status="running")
+    with pytest.raises(InputError, match="the run is still going"):
+        correct.start_session(running)
+
+
+# ------------------------------------------------------------------ a big photo
+
+
+@pytest.fixture(scope="module")
+def big_session():
+    image = photo("rocket.jpg").resize((4000, 3000), Image.Resampling.BILINEAR)
+    final = masks_of([(400, 400, 1600, 2400)], [0.8], size=(3000, 4000), phrase="rocket")
+    return correct.start_session(make_trace(image, [final], final))
+
+
+def test_a_big_photo_is_edited_on_a_scaled_view_and_exports_full_size_masks(big_session, tmp_path):
+    assert big_session.view.size == (1024, 768) and corrected_overlay(big_session).size == (1024, 768)
+    handlers = handlers_with(tmp_path, FakePointSegmenter())
+    # view rows [64, 128) x cols [128, 256) cover full rows [250, 500) x cols [500, 1000) (scale 0.256)
+    out = handlers.paint(big_session, painted((1024, 768), 128, 64, 256, 128))
+    edited = out.session
+    assert edited.state.items[1].mask.shape == (3000, 4000)
+    assert np.array_equal(edited.state.items[1].mask, rect_mask(3000, 4000, 500, 250, 1000, 500))
+    clicked = handlers.click(edited, CLICK_POSITIVE, select_event(512, 384)).session  # refines the new mask 2
+    assert clicked.state.applied[-1].points == ((2000.0, 1500.0),)
+    _, path = handlers.export_coco(clicked)
+    coco = COCO(path)
+    assert coco.imgs[1]["width"] == 4000 and coco.imgs[1]["height"] == 3000
+    masks = [coco.annToMask(a) for a in coco.loadAnns(coco.getAnnIds())]
+    assert [m.shape for m in masks] == [(3000, 4000), (3000, 4000)]
+    assert np.array_equal(masks[1].astype(bool), rect_mask(3000, 4000, 1970, 1470, 2031, 1531))
+    assert [a["attributes"]["edited_by_hand"] for a in coco.loadAnns(coco.getAnnIds())] == [False, True]
+
+
+# ------------------------------------------------------------------ handlers
+
+
+def test_a_refused_edit_changes_only_the_status_line(session, tmp_path):
+    out = handlers_with(tmp_path).erase(session, painted((512, 512), 0, 0, 5, 5))
+    assert out.session == {"__type__": "update"} and out.corrected_image == {"__type__": "update"}
+    assert 'class="status status-error"' in out.status and "Select a mask to erase from" in out.status
+    assert "Nothing was changed." in out.status
+
+
+def test_a_click_needing_the_point_model_says_why_it_is_missing(session, tmp_path):
+    out = handlers_with(tmp_path, None, "SAM 3's point-prompt model 'x' could not be loaded").click(
+        session, CLICK_POSITIVE, select_event(60, 300))
+    assert "could not be loaded" in out.status and out.session == {"__type__": "update"}
+    out = handlers_with(tmp_path).click(session, CLICK_TOGGLE, None)
+    assert "gave no position" in out.status
+
+
+def test_an_edit_updates_every_part_of_the_view(session, tmp_path):
+    out = handlers_with(tmp_path).set_shown(session, [0])
+    assert out.shown == {"__type__": "update", "choices": shown_choices(out.session)[0], "value": [0]}
+    assert out.undo == {"__type__": "update", "interactive": True}
+    assert out.redo == {"__type__": "update", "interactive": False}
+    assert 'class="mask-off"' in out.table and out.editor["layers"] == []
+    assert out.editor["background"].shape == (512, 512, 3) and out.agent_image == {"__type__": "update"}
+    assert out.tabs == {"__type__": "update"}
+
+
+def test_exported_coco_from_the_handler_decodes_to_the_edited_masks(session, tmp_path):
+    handlers = handlers_with(tmp_path)
+    state = handlers.set_shown(session, [0]).session                     # hide mask 2
+    state = handlers.bring_in(state, 1, 2).session                       # the rejected mask
+    state = handlers.paint(state, painted((512, 512), 0, 480, 60, 512)).session  # paint on it (selected)
+    status, path = handlers.export_coco(state)
+    assert "Exported COCO JSON (2 masks): corrected_masks.json." in status
+    coco = COCO(path)
+    anns = coco.loadAnns(coco.getAnnIds())
+    assert len(anns) == 2
+    assert [a["attributes"] for a in anns] == [{"edited_by_hand": False, "origin": "agent"},
+                                               {"edited_by_hand": True, "origin": "round 1 mask 2"}]
+    assert np.array_equal(coco.annToMask(anns[0]).astype(bool), rect_mask(512, 512, *BIG))
+    expected = rect_mask(512, 512, *TALL) | rect_mask(512, 512, 0, 480, 60, 512)
+    assert np.array_equal(coco.annToMask(anns[1]).astype(bool), expected)
+    assert "score" in anns[0] and "score" not in anns[1]
+
+
+def test_png_export_holds_one_full_size_binary_png_per_mask(session, tmp_path):
+    edited = correct.bring_in(session, 1, 2)
+    _, path = handlers_with(tmp_path).export_pngs(edited)
+    with zipfile.ZipFile(path) as archive:
+        assert archive.namelist() == ["mask_001.png", "mask_002.png", "mask_003.png"]
+        third = np.asarray(Image.open(io.BytesIO(archive.read("mask_003.png"))))
+    assert third.dtype == np.uint8 and set(np.unique(third).tolist()) == {0, 255}
+    assert np.array_equal(third == 255, rect_mask(512, 512, *TALL))
+
+
+def test_an_exported_bundle_reloads_with_both_answers_and_editing_goes_on(session, tmp_path):
+    handlers = handlers_with(tmp_path)
+    edited = correct.set_shown(correct.bring_in(session, 1, 2), [0, 2])
+    _, path = handlers.export_bundle(edited)
+    out = handlers.upload(path)
+    reloaded = out.session
+    assert [type(op) for op in reloaded.state.applied] == [BringInMask, type(edited.state.applied[1])]
+    assert mask_rows(reloaded) == [MaskRow(r.number, r.label, r.origin, r.on, r.edited, r.area, r.score, False)
+                                   for r in mask_rows(edited)]
+    assert out.agent_image.size == (512, 512) and out.round_pick["value"] == 1
+    assert out.number_pick == {"__type__": "update", "choices": [1, 2, 3], "value": 1}
+    assert [row.on for row in mask_rows(correct.undo(reloaded))] == [True, True, True]
+    _, trace_zip = handlers.export_trace(edited)
+    assert len(handlers.upload(trace_zip).session.state.applied) == 2
+
+
+def test_a_malformed_bundle_or_file_is_refused_with_a_message(session, tmp_path):
+    data = bundle_bytes(session.trace, correct.set_shown(session, [0]).state)
+    source, damaged = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(damaged, "w") as target:
+        for name in source.namelist():
+            content = source.read(name)
+            if name == "corrected_masks.json":
+                document = json.loads(content)
+                document["annotations"] = []
+                content = json.dumps(document).encode()
+            target.writestr(name, content)
+    bad = tmp_path / "bundle.zip"
+    bad.write_bytes(damaged.getvalue())
+    warnings: list[str] = []
+    handlers = CorrectHandlers(lambda: None, warn=warnings.append, root=tmp_path / "app")
+    out = handlers.upload(str(bad))
+    assert "corrected_masks.json does not match the trace" in out.status and out.session == {"__type__": "update"}
+    junk = tmp_path / "junk.zip"
+    junk.write_bytes(b"not a zip at all")
+    assert "not a .zip trace" in handlers.upload(str(junk)).status and len(warnings) == 2
+
+
+def test_forget_removes_the_session_exports(session, tmp_path):
+    handlers = handlers_with(tmp_path)
+    _, path = handlers.export_coco(session)
+    assert Path(path).is_file()
+    handlers.forget(session)
+    assert not Path(path).exists()
+
+
+# ------------------------------------------------------------------ with the app's other tabs
+
+SEGMENTER = {"person": [(BIG, 0.9), (TALL, 0.7), (SMALL, 0.6)]}
+SCRIPT = {
+    "main": [tool("segment_phrase", "people", text_prompt="person"), tool("examine_each_mask", "check"),
+             tool("select_masks_and_return", "both", final_answer_masks=[1, 2])],
+    "verify": [verdict("Accept"), verdict("Reject"), verdict("Accept")],
+}
+
+
+@pytest.fixture(scope="module")
+def app_handlers(tmp_path_factory):
+    idle = ScriptedVLM([])
+    backends = Backends(idle, idle, KnownSegmenter(SEGMENTER), {"vlm_model": "scripted"})
+    factory = AgentFactory(AppSettings(max_rounds=5), backends, SCRIPT, None, FakePointSegmenter())
+    return Handlers(factory, warn=lambda message: None, root=tmp_path_factory.mktemp("app"))
+
+
+def test_correct_these_masks_loads_the_finished_run_and_brings_the_tab_forward(app_handlers):
+    slot = RunSlot()
+    assert "There is no run to correct yet: press Run first." in app_handlers.correct.from_run(slot).status
+    list(app_handlers.run(str(ASSETS / "astronaut.jpg"), QUERY, 5, 0.5, slot))
+    out = app_handlers.correct.from_run(slot)
+    assert isinstance(out.tabs, gr.Tabs) and out.tabs.selected == "correct"
+    assert [row.area for row in mask_rows(out.session)] == [100 * 200, 100 * 100]
+    assert out.round_pick["choices"][0] == ("round 1: 3 masks for 'person'", 1)
+    clicked = app_handlers.correct.click(out.session, CLICK_POSITIVE, select_event(60, 300))  # the shared model
+    assert clicked.session.state.items[2].origin == "clicks"
+
+
+def test_the_inspect_tab_reads_a_bundle_says_it_holds_edits_and_hands_it_to_the_correct_view(session, tmp_path,
+                                                                                             app_handlers):
+    path = tmp_path / "bundle.zip"
+    path.write_bytes(bundle_bytes(session.trace, correct.set_shown(session, [0]).state))
+    inspected, message, *_ = app_handlers.load_trace(str(path))
+    assert "1 hand correction saved with it" in message
+    out = app_handlers.correct.from_inspected(inspected)
+    assert out.tabs.selected == "correct" and [row.on for row in mask_rows(out.session)] == [True, False]
+    assert load_bundle(path.read_bytes()).state.cursor == 1 and len(inspected.trace.edits) == 1
+
+
+def test_a_point_model_that_cannot_load_leaves_the_app_serving_and_point_clicks_say_why(tmp_path, session):
+    from sam3_agent.presets import BackendSettings
+
+    missing = tmp_path / "no_sam3_here"
+    settings = AppSettings(BackendSettings(preset="real", sam3_model=str(missing),
+                                           vlm_server="http://127.0.0.1:9/v1", vlm_server_model="qwen"))
+    factory = AgentFactory.load(settings)
+    assert factory.point_segmenter is None
+    assert f"Could not load SAM 3's point-prompt model from the folder '{missing}'" in factory.point_error
+    handlers = Handlers(factory, warn=lambda message: None, root=tmp_path / "app")
+    out = handlers.correct.click(session, CLICK_POSITIVE, select_event(60, 300))
+    assert "Could not load SAM 3&#x27;s point-prompt model from the folder" in out.status
+    assert handlers.correct.click(session, CLICK_TOGGLE, select_event(370, 390)).session.state.cursor == 1
