@@ -38,7 +38,7 @@ from .types import (
     ToolStarted,
     Trace,
 )
-from .verify import RunCancelled
+from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled
 from .vlm.base import VLM
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ class AgentConfig:
             (reference agent: 0.3).
         max_new_tokens: token budget of each main VLM call (``None``: the backend's default).
         verify_max_new_tokens: token budget of each verification call (``None``: backend default).
+        verify_batch_size: masks verified per batch when the verifier supports batches (1: one by one;
+            greedy verdicts are the same either way).
     """
 
     max_rounds: int = DEFAULT_MAX_ROUNDS
@@ -66,6 +68,7 @@ class AgentConfig:
     iom_threshold: float = IOM_THRESHOLD
     max_new_tokens: int | None = None
     verify_max_new_tokens: int | None = None
+    verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1:
@@ -74,6 +77,8 @@ class AgentConfig:
             raise InputError(f"score_threshold must be in [0, 1], got {self.score_threshold}")
         if not 0.0 <= self.iom_threshold <= 1.0:
             raise InputError(f"iom_threshold must be in [0, 1], got {self.iom_threshold}")
+        if self.verify_batch_size < 1:
+            raise InputError(f"verify_batch_size must be at least 1, got {self.verify_batch_size}")
 
 
 class Agent:
@@ -112,6 +117,7 @@ class Agent:
             score_threshold=self.config.score_threshold,
             iom_threshold=self.config.iom_threshold,
             verify_max_new_tokens=self.config.verify_max_new_tokens,
+            verify_batch_size=self.config.verify_batch_size,
         )
 
     def settings(self) -> dict[str, Any]:

@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
+    run.add_argument("--verify-batch-size", type=int, default=8,
+                     help="masks verified per batched VLM call (1: one by one; same verdicts either way)")
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
     export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
@@ -164,7 +166,9 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     )
     try:
         image = load_image(args.image)
-        config = AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold)
+        config = AgentConfig(
+            max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=args.verify_batch_size
+        )
         if not args.query.strip():
             raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
     except InputError as error:

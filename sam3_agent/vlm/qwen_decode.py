@@ -1,0 +1,413 @@
+"""Greedy decoding of Qwen2.5-VL / Qwen3-VL that reuses prompt-prefix KV caches and runs requests in batches.
+
+``transformers``' ``generate`` recomputes a whole prompt on every call. ``CachedDecoder`` runs the
+model's forward itself: it starts each request from the longest prefix it shares with an entry of
+a ``PrefixCacheStore`` (system prompt, raw image, query...), runs only the rest of the prompt, and
+decodes greedily; several requests run as one batch after their common prefix.
+
+Two things make this exact:
+- Qwen-VL's rotary positions are 3-D (mrope): image tokens take (t, h, w) grid positions and the
+  text after an image continues from the image's largest position, so a token's position is not
+  its index. The positions of a whole request are computed with the model's own
+  ``get_rope_index`` and sliced for the part that is run; a generated token at index ``t`` sits at
+  ``t + delta`` (``delta`` from ``get_rope_index``), which is what ``generate`` uses too.
+- Batched rows keep each request's own positions; their different suffix lengths are padded on
+  the left of the suffix (after the shared prefix) and masked out by the attention mask.
+
+Greedy choices equal ``generate(do_sample=False)``'s, including the generation config's
+repetition penalty (the only logits processor Qwen's configs use); ``supports_config`` says when a
+config asks for something else, and the caller then uses ``generate``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Generator, Protocol, Sequence
+
+import torch
+from PIL import Image
+
+from ..images import image_digest
+from .kv_prefix import ImageSpan, KVLayers, PrefixCacheStore, TokenSequence, clip_to_image_start, common_prefix_length
+
+logger = logging.getLogger(__name__)
+
+# Generation-config fields that add a logits processor to greedy decoding, with their neutral values.
+_UNSUPPORTED_NEUTRAL: dict[str, Any] = {
+    "guidance_scale": (None, 1, 1.0),
+    "sequence_bias": (None,),
+    "encoder_repetition_penalty": (None, 1.0),
+    "no_repeat_ngram_size": (None, 0),
+    "encoder_no_repeat_ngram_size": (None, 0),
+    "bad_words_ids": (None,),
+    "min_length": (None, 0),
+    "min_new_tokens": (None, 0),
+    "forced_bos_token_id": (None,),
+    "forced_eos_token_id": (None,),
+    "remove_invalid_values": (None, False),
+    "exponential_decay_length_penalty": (None,),
+    "suppress_tokens": (None,),
+    "begin_suppress_tokens": (None,),
+    "watermarking_config": (None,),
+}
+
+
+def supports_config(generation_config: Any) -> bool:
+    """True when greedy decoding under ``generation_config`` needs nothing but an optional repetition penalty."""
+    for name, neutral in _UNSUPPORTED_NEUTRAL.items():
+        value = getattr(generation_config, name, None)
+        if not any(value is n or value == n for n in neutral):
+            logger.info("generation config sets %s=%r: prefix caching falls back to generate()", name, value)
+            return False
+    return True
+
+
+class StopFlag(Protocol):
+    """What ``CachedDecoder.run`` checks between steps (a ``threading.Event`` is one)."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class EncodedRequest:
+    """One tokenized request.
+
+    Attributes:
+        input_ids: int64 (1, T) on the model's device, each image expanded to its tokens.
+        pixel_values: float (P, C * temporal_patch * patch * patch) patches of all images, or ``None``.
+        image_grid_thw: int64 (I, 3) (t, h, w) patch grid per image, or ``None``.
+        tokens: the ids on the CPU with each image's token span and content digest.
+        positions: int64 (3, T) mrope positions (t, h, w) of every token.
+        delta: a token at index ``t >= T`` (generated) has position ``t + delta`` on all three axes.
+        patch_offsets: image ``i``'s patches are ``pixel_values[patch_offsets[i]:patch_offsets[i + 1]]``.
+        system_length: tokens of the system turn the request starts with (0: none known).
+    """
+
+    input_ids: torch.Tensor
+    pixel_values: torch.Tensor | None
+    image_grid_thw: torch.Tensor | None
+    tokens: TokenSequence
+    positions: torch.Tensor
+    delta: int
+    patch_offsets: tuple[int, ...]
+    system_length: int = 0
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[1])
+
+
+def encode_request(
+    model: Any, inputs: Any, images: Sequence[Image.Image], image_token_id: int, system_length: int = 0,
+    digests: Sequence[str] | None = None,
+) -> EncodedRequest:
+    """Describe a processor output (``input_ids``, ``pixel_values``, ``image_grid_thw``, ``mm_token_type_ids``).
+
+    Args:
+        model: the ``...ForConditionalGeneration`` model (its ``model.get_rope_index`` gives positions).
+        inputs: the processor's ``BatchFeature`` for one request, on the model's device.
+        images: the request's images in the order they appear (their digests key the cache).
+        image_token_id: the id of the image placeholder token.
+        system_length: tokens of the leading system turn, or 0.
+        digests: the images' ``image_digest`` s when the caller already has them.
+
+    When the image placeholders found do not match ``images`` one to one, the images get unique
+    digests: the request then shares nothing beyond its first image.
+    """
+    input_ids = inputs["input_ids"]
+    ids = input_ids[0].detach().to("cpu", torch.int64)
+    grid = inputs.get("image_grid_thw")
+    is_image = ids == image_token_id
+    starts = torch.nonzero(is_image & ~torch.cat([torch.tensor([False]), is_image[:-1]])).flatten().tolist()
+    ends = torch.nonzero(is_image & ~torch.cat([is_image[1:], torch.tensor([False])])).flatten().tolist()
+    counts = [] if grid is None else [int(n) for n in grid.prod(-1).tolist()]
+    if len(starts) == len(images) == len(counts):
+        digests = list(digests) if digests is not None else [image_digest(image) for image in images]
+    else:
+        logger.warning(
+            "found %d image placeholders for %d images: prefix reuse stops at the first image", len(starts), len(images)
+        )
+        digests = [f"unmatched-{uuid.uuid4().hex}" for _ in starts]
+    spans = tuple(ImageSpan(s, e + 1, d) for s, e, d in zip(starts, ends, digests))
+    offsets = [0]
+    for count in counts:
+        offsets.append(offsets[-1] + count)
+    mm_types = inputs.get("mm_token_type_ids")
+    if mm_types is None:
+        mm_types = is_image.to(input_ids.device, torch.int32)[None]
+    positions, deltas = model.model.get_rope_index(
+        input_ids, mm_token_type_ids=mm_types, image_grid_thw=grid, attention_mask=None
+    )
+    return EncodedRequest(
+        input_ids=input_ids,
+        pixel_values=inputs.get("pixel_values"),
+        image_grid_thw=grid,
+        tokens=TokenSequence(ids, spans),
+        positions=positions[:, 0, :],
+        delta=int(deltas.flatten()[0]),
+        patch_offsets=tuple(offsets),
+        system_length=system_length,
+    )
+
+
+@dataclass
+class DecodeCounters:
+    """Work done by a ``CachedDecoder`` call.
+
+    Attributes:
+        prefill_tokens: prompt tokens run through the model (reused prefix tokens are not).
+        padding_tokens: padding positions run in batched prefill.
+        images_encoded: images run through the vision encoder.
+    """
+
+    prefill_tokens: int = 0
+    padding_tokens: int = 0
+    images_encoded: int = 0
+
+
+@dataclass
+class RowResult:
+    """The outcome of one request: generated ids (the end-of-turn token included) and why it ended."""
+
+    output_ids: list[int] = field(default_factory=list)
+    finish_reason: str = "length"
+
+
+class CachedDecoder:
+    """Greedy decoding with prefix reuse (``store``) and batching, for one loaded Qwen-VL model.
+
+    Not thread-safe by itself: the caller serialises calls (``TransformersQwenVLM`` holds its lock).
+
+    Args:
+        model: ``Qwen2_5_VLForConditionalGeneration`` or ``Qwen3VLForConditionalGeneration`` in eval mode.
+        store: prefix caches to reuse and fill; ``None`` reuses nothing (batches still run together).
+        eos_ids: token ids that end a turn.
+        pad_id: id fed for rows that already ended, and used as left padding.
+    """
+
+    def __init__(self, model: Any, store: PrefixCacheStore | None, eos_ids: frozenset[int], pad_id: int) -> None:
+        self.model = model
+        self.store = store
+        self.eos_ids = eos_ids
+        self.pad_id = pad_id
+        penalty = getattr(model.generation_config, "repetition_penalty", None)
+        self._penalty = None
+        if penalty is not None and penalty != 1.0:
+            from transformers import RepetitionPenaltyLogitsProcessor
+
+            self._penalty = RepetitionPenaltyLogitsProcessor(float(penalty))
+
+    # ------------------------------------------------------------------ public
+
+    def run(
+        self, requests: Sequence[EncodedRequest], limit: int, stop: StopFlag, counters: DecodeCounters
+    ) -> Generator[list[int | None], None, list[RowResult]]:
+        """Decode greedily; yields each step's new token per row (``None`` for rows already ended).
+
+        Returns (as the generator's value) one ``RowResult`` per request. ``finish_reason`` is
+        ``"stop"`` (an end-of-turn token), ``"length"`` (``limit`` tokens) or ``"cancelled"``
+        (``stop`` set; the row keeps the tokens made so far).
+
+        Raises:
+            Whatever the model raises (the caller turns it into a ``BackendError``).
+        """
+        if not requests:
+            return []
+        cache, start = self._start_cache(requests, counters)
+        logits, mask = self._prefill(requests, cache, start, counters)
+        rows = [RowResult() for _ in requests]
+        histories = [r.tokens.ids.tolist() for r in requests] if self._penalty is not None else []
+        next_index = [len(r) for r in requests]
+        device = logits.device
+        for step in range(limit):
+            chosen = self._choose(logits, histories)
+            emitted: list[int | None] = []
+            for i, row in enumerate(rows):
+                if row.finish_reason == "stop":
+                    emitted.append(None)
+                    continue
+                token = chosen[i]
+                row.output_ids.append(token)
+                if histories:
+                    histories[i].append(token)
+                if token in self.eos_ids:
+                    row.finish_reason = "stop"
+                emitted.append(token)
+            yield emitted
+            live = [row for row in rows if row.finish_reason != "stop"]
+            if not live or step == limit - 1:
+                break
+            if stop.is_set():
+                for row in live:
+                    row.finish_reason = "cancelled"
+                break
+            feed = torch.tensor(
+                [[self.pad_id if row.finish_reason == "stop" else row.output_ids[-1]] for row in rows], device=device
+            )
+            positions = torch.tensor(
+                [n + r.delta for n, r in zip(next_index, requests)], device=device
+            ).view(1, -1, 1).expand(3, -1, -1)
+            next_index = [n + 1 for n in next_index]
+            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            logits = self._forward(feed, mask, positions, cache)
+        return rows
+
+    # ------------------------------------------------------------------ prefix caches
+
+    def _start_cache(self, requests: Sequence[EncodedRequest], counters: DecodeCounters) -> tuple[Any, int]:
+        """A cache holding a prefix all requests share (as much as the store can give), and its length.
+
+        One request starts from the longest prefix any entry shares with it. Several requests start
+        from their common prefix, computed (and stored) first when the store lacks it. A request
+        that begins with a system turn has that turn stored as a pinned entry on the way.
+        """
+        from transformers import DynamicCache
+
+        store = self.store
+        first = requests[0]
+        if store is None:
+            return DynamicCache(config=self.model.config), 0
+        shared = min(len(r) for r in requests) - 1  # at least one token of each request must run
+        for other in requests[1:]:
+            shared = min(shared, common_prefix_length(first.tokens, other.tokens))
+        shared = clip_to_image_start(shared, first.tokens.spans)
+        if 0 < first.system_length <= shared:
+            self.ensure_prefix(first, first.system_length, True, counters)
+        if len(requests) == 1:
+            entry, reused = store.lookup(first.tokens, limit=shared)
+            if entry is None or reused == 0:
+                return DynamicCache(config=self.model.config), 0
+            return self._cache_from(entry.layers, reused, 1), reused
+        if shared <= 0:
+            return DynamicCache(config=self.model.config), 0
+        layers = self.ensure_prefix(first, shared, False, counters)
+        return self._cache_from(layers, shared, len(requests)), shared
+
+    def ensure_prefix(
+        self, request: EncodedRequest, length: int, pinned: bool, counters: DecodeCounters
+    ) -> KVLayers:
+        """Keys/values of ``request``'s first ``length`` tokens: from the store, computing (and storing) what it lacks.
+
+        ``length`` must not cut through an image (see ``kv_prefix.clip_to_image_start``).
+
+        Raises:
+            RuntimeError: the decoder has no store.
+        """
+        from transformers import DynamicCache
+
+        store = self.store
+        if store is None:
+            raise RuntimeError("ensure_prefix needs a decoder built with a PrefixCacheStore")
+        entry, reused = store.lookup(request.tokens, limit=length)
+        if entry is not None and reused == length:
+            return tuple((k[:, :, :length], v[:, :, :length]) for k, v in entry.layers)
+        if entry is None or reused == 0:
+            cache, reused = DynamicCache(config=self.model.config), 0
+        else:
+            cache = self._cache_from(entry.layers, reused, 1)
+        pixel_values, grid, images = self._images_between(request, reused, length)
+        positions = request.positions[:, reused:length].unsqueeze(1)
+        mask = torch.ones((1, length), dtype=torch.long, device=request.input_ids.device)
+        self._forward(request.input_ids[:, reused:length], mask, positions, cache, pixel_values, grid)
+        counters.prefill_tokens += length - reused
+        counters.images_encoded += images
+        layers = _snapshot(cache)
+        store.insert(request.tokens.prefix(length), layers, pinned=pinned)
+        return layers
+
+    def _cache_from(self, layers: KVLayers, length: int, batch: int) -> Any:
+        from transformers import DynamicCache
+
+        data = [
+            (k[:, :, :length].expand(batch, -1, -1, -1), v[:, :, :length].expand(batch, -1, -1, -1)) for k, v in layers
+        ]
+        return DynamicCache(data, config=self.model.config)
+
+    # ------------------------------------------------------------------ model calls
+
+    def _prefill(
+        self, requests: Sequence[EncodedRequest], cache: Any, start: int, counters: DecodeCounters
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run every request's tokens after the ``start`` cached ones as one batch; returns last logits and mask.
+
+        Suffixes of different lengths are padded on their left (between the shared prefix and the
+        suffix) and masked out; every row keeps its own positions. A single request's whole prompt
+        is then stored for later requests to reuse.
+        """
+        device = requests[0].input_ids.device
+        lengths = [len(r) - start for r in requests]
+        width = max(lengths)
+        batch = len(requests)
+        ids = torch.full((batch, width), self.pad_id, dtype=torch.long, device=device)
+        mask = torch.zeros((batch, start + width), dtype=torch.long, device=device)
+        positions = torch.ones((3, batch, width), dtype=torch.long, device=device)
+        pixels: list[torch.Tensor] = []
+        grids: list[torch.Tensor] = []
+        for i, (request, length) in enumerate(zip(requests, lengths)):
+            pad = width - length
+            ids[i, pad:] = request.input_ids[0, start:]
+            mask[i, :start] = 1
+            mask[i, start + pad :] = 1
+            positions[:, i, pad:] = request.positions[:, start:]
+            pixel_values, grid, count = self._images_between(request, start, len(request))
+            if pixel_values is not None:
+                pixels.append(pixel_values)
+                grids.append(grid)
+                counters.images_encoded += count
+        logits = self._forward(
+            ids, mask, positions, cache, torch.cat(pixels) if pixels else None, torch.cat(grids) if grids else None
+        )
+        counters.prefill_tokens += sum(lengths)
+        counters.padding_tokens += sum(width - n for n in lengths)
+        if self.store is not None and batch == 1:
+            self.store.insert(requests[0].tokens, _snapshot(cache))
+        return logits, mask
+
+    @staticmethod
+    def _images_between(
+        request: EncodedRequest, start: int, end: int
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, int]:
+        """Patches and grids of the images lying in tokens ``[start, end)`` (never cut: see kv_prefix)."""
+        chosen = [i for i, span in enumerate(request.tokens.spans) if span.start >= start and span.end <= end]
+        if not chosen or request.pixel_values is None or request.image_grid_thw is None:
+            return None, None, 0
+        offsets = request.patch_offsets
+        pixels = torch.cat([request.pixel_values[offsets[i] : offsets[i + 1]] for i in chosen])
+        return pixels, request.image_grid_thw[chosen], len(chosen)
+
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+        pixel_values: torch.Tensor | None = None,
+        image_grid_thw: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """One forward pass that extends ``cache``; returns float32 logits (B, vocab) of the last position."""
+        extra = {} if pixel_values is None else {"pixel_values": pixel_values, "image_grid_thw": image_grid_thw}
+        output = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+            **extra,
+        )
+        return output.logits[:, -1, :].float()
+
+    def _choose(self, logits: torch.Tensor, histories: list[list[int]]) -> list[int]:
+        """Greedy choice per row, after the repetition penalty over the row's tokens so far (as ``generate``)."""
+        if self._penalty is not None:
+            logits = logits.clone()
+            for i, history in enumerate(histories):
+                ids = torch.tensor([history], device=logits.device)
+                logits[i : i + 1] = self._penalty(ids, logits[i : i + 1])
+        return logits.argmax(dim=-1).tolist()
+
+
+def _snapshot(cache: Any) -> KVLayers:
+    """The cache's per-layer (keys, values) now; later updates concatenate into new tensors, leaving these intact."""
+    return tuple((layer.keys, layer.values) for layer in cache.layers)

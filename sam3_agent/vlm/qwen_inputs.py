@@ -1,0 +1,128 @@
+"""Qwen-VL request encoding that preprocesses each distinct image once.
+
+The processor's ``apply_chat_template(tokenize=True)`` resizes, normalises and patchifies every
+image of every request, although a run sends the same raw image in every main request and in
+every verification request. ``encode_messages`` produces the same ``input_ids`` and
+``pixel_values`` (a test checks it) from the chat template's text, a small LRU of preprocessed
+images keyed by content digest and pixel bounds, and the tokenizer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import torch
+from PIL import Image
+
+from ..images import image_digest
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_IMAGE_CACHE_ENTRIES = 16
+DEFAULT_IMAGE_CACHE_BYTES = 256 * 1024**2  # a 1024x1024 image is ~4k patches x 1536 floats = 25 MB
+
+
+class PreprocessedImages:
+    """LRU of image-processor outputs ``(pixel_values (P, D), image_grid_thw (1, 3))`` per (digest, pixel bounds).
+
+    Bounded by entries and bytes (``pixel_values`` storage); thread-safe.
+
+    Raises:
+        ValueError: a negative bound.
+    """
+
+    def __init__(self, max_entries: int = DEFAULT_IMAGE_CACHE_ENTRIES, max_bytes: int = DEFAULT_IMAGE_CACHE_BYTES):
+        if max_entries < 0 or max_bytes < 0:
+            raise ValueError(f"image cache bounds must be >= 0, got {max_entries} entries, {max_bytes} bytes")
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, tuple[int, int]], tuple[torch.Tensor, torch.Tensor, int]] = OrderedDict()
+        self._nbytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(
+        self, processor: Any, image: Image.Image, size: dict[str, int], digest: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(pixel_values, image_grid_thw)`` of ``image`` under the pixel bounds ``size``, computed once.
+
+        ``digest``: the image's ``image_digest`` when the caller already has it.
+        """
+        key = (digest or image_digest(image), (int(size["shortest_edge"]), int(size["longest_edge"])))
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return item[0], item[1]
+            self.misses += 1
+        out = processor.image_processor(images=[image], size=dict(size), return_tensors="pt")
+        pixels, grid = out["pixel_values"], out["image_grid_thw"]
+        nbytes = pixels.numel() * pixels.element_size()
+        with self._lock:
+            if self.max_entries > 0 and nbytes <= self.max_bytes and key not in self._items:
+                self._items[key] = (pixels, grid, nbytes)
+                self._nbytes += nbytes
+                while len(self._items) > self.max_entries or self._nbytes > self.max_bytes:
+                    _, (_, _, dropped) = self._items.popitem(last=False)
+                    self._nbytes -= dropped
+        return pixels, grid
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._items.clear()
+            self._nbytes = 0
+
+    def info(self) -> tuple[int, int]:
+        """``(entries, bytes)`` held now."""
+        with self._lock:
+            return len(self._items), self._nbytes
+
+
+def encode_messages(
+    processor: Any, chat: list[dict[str, Any]], images: Sequence[Image.Image], size: dict[str, int],
+    cache: PreprocessedImages, digests: Sequence[str] | None = None,
+) -> dict[str, torch.Tensor] | None:
+    """Tokenize a chat (``to_chat`` form) with its images preprocessed through ``cache``.
+
+    ``digests``: the images' ``image_digest`` s when the caller already has them.
+
+    Returns:
+        ``input_ids`` int64 (1, T) with each image's placeholder expanded to its tokens,
+        ``attention_mask`` (1, T), ``mm_token_type_ids`` int32 (1, T) (1 on image tokens), and, with
+        images, ``pixel_values`` (P, D) and ``image_grid_thw`` int64 (I, 3); on the CPU. ``None`` when
+        the rendered text's placeholders do not match ``images`` (the caller then uses the processor).
+    """
+    text = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    token = processor.image_token
+    pieces = text.split(token)
+    if len(pieces) - 1 != len(images):
+        logger.debug("found %d image placeholders for %d images", len(pieces) - 1, len(images))
+        return None
+    merge = int(processor.image_processor.merge_size) ** 2
+    pixels: list[torch.Tensor] = []
+    grids: list[torch.Tensor] = []
+    parts = [pieces[0]]
+    keys = list(digests) if digests is not None else [None] * len(images)
+    for image, digest, rest in zip(images, keys, pieces[1:]):
+        pixel_values, grid = cache.get(processor, image, size, digest)
+        pixels.append(pixel_values)
+        grids.append(grid)
+        parts.append(token * (int(grid.prod()) // merge))
+        parts.append(rest)
+    encoded = processor.tokenizer("".join(parts), add_special_tokens=False, return_tensors="pt")
+    input_ids = encoded["input_ids"]
+    result = {
+        "input_ids": input_ids,
+        "attention_mask": encoded["attention_mask"],
+        "mm_token_type_ids": (input_ids == processor.image_token_id).to(torch.int32),
+    }
+    if images:
+        result["pixel_values"] = torch.cat(pixels)
+        result["image_grid_thw"] = torch.cat(grids)
+    return result

