@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
@@ -20,6 +19,7 @@ import torch
 from PIL import Image
 
 from .errors import BackendError
+from .feature_cache import FeatureCache, tensors_nbytes
 from .images import image_digest
 from .types import Masks
 
@@ -124,16 +124,11 @@ class Sam3Segmenter:
         Raises:
             ValueError: ``feature_cache_size`` or ``feature_cache_bytes`` is negative.
         """
-        _check_cache_bounds(feature_cache_size, feature_cache_bytes)
+        self._cache = FeatureCache(feature_cache_size, feature_cache_bytes, features_nbytes, "SAM 3 feature")
         self.name = name
         self._model = model
         self._processor = processor
-        self._cache_size = feature_cache_size
-        self._cache_bytes = feature_cache_bytes
-        self._cache: OrderedDict[str, tuple[Any, int]] = OrderedDict()
-        self._cached_bytes = 0
         self._lock = threading.Lock()
-        self._encode_count = 0
         self._max_text_tokens = int(model.config.text_config.max_position_embeddings)
 
     @classmethod
@@ -161,7 +156,7 @@ class Sam3Segmenter:
         """
         from transformers import Sam3Model, Sam3Processor
 
-        _check_cache_bounds(feature_cache_size, feature_cache_bytes)
+        FeatureCache(feature_cache_size, feature_cache_bytes, features_nbytes)  # check the bounds before loading
         if _looks_like_local_path(model_id) and not Path(model_id).expanduser().is_dir():
             # Do not let transformers take a mistyped path for a Hub id and go to the network.
             raise BackendError(load_failure_message(model_id, FileNotFoundError(f"no folder at {model_id}")))
@@ -182,7 +177,7 @@ class Sam3Segmenter:
     @property
     def encode_count(self) -> int:
         """Number of times the image encoder has run since construction (cache misses)."""
-        return self._encode_count
+        return self._cache.computed
 
     @property
     def device(self) -> torch.device:
@@ -192,13 +187,12 @@ class Sam3Segmenter:
     def cache_info(self) -> tuple[int, int]:
         """``(images, bytes)`` held by the feature cache now."""
         with self._lock:
-            return len(self._cache), self._cached_bytes
+            return self._cache.info()
 
     def clear_cache(self) -> None:
         """Forget every cached image encoding."""
         with self._lock:
             self._cache.clear()
-            self._cached_bytes = 0
 
     def segment(self, image: Image.Image, phrase: str, score_threshold: float = DEFAULT_SCORE_THRESHOLD) -> Masks:
         """Segment every instance of ``phrase`` in ``image``.
@@ -244,28 +238,16 @@ class Sam3Segmenter:
     # ------------------------------------------------------------------ internals (call with the lock held)
 
     def _vision_features(self, image: Image.Image, key: str) -> Any:
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            logger.debug("SAM 3 feature cache hit %s", key[:12])
-            return cached[0]
+        return self._cache.get_or_compute(key, lambda: self._encode(image))
+
+    def _encode(self, image: Image.Image) -> Any:
         pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
         pixel_values = pixel_values.to(self.device, dtype=self._model.dtype)
         encoded = self._model.get_vision_features(pixel_values=pixel_values)
-        self._encode_count += 1
         # Keep only what the detector reads: the FPN maps and their position encodings.
-        features = type(encoded)(
+        return type(encoded)(
             fpn_hidden_states=encoded.fpn_hidden_states, fpn_position_encoding=encoded.fpn_position_encoding
         )
-        size = features_nbytes(features)
-        if self._cache_size > 0 and size <= self._cache_bytes:
-            self._cache[key] = (features, size)
-            self._cached_bytes += size
-            while len(self._cache) > self._cache_size or self._cached_bytes > self._cache_bytes:
-                evicted, (_, evicted_size) = self._cache.popitem(last=False)
-                self._cached_bytes -= evicted_size
-                logger.debug("SAM 3 feature cache evicted %s", evicted[:12])
-        return features
 
     def _segment_locked(self, image: Image.Image, key: str, phrase: str, score_threshold: float) -> Masks:
         features = self._vision_features(image, key)
@@ -303,17 +285,6 @@ class Sam3Segmenter:
         return Masks(masks=masks, scores=scores[keep], boxes=boxes.reshape(-1, 4), phrase=phrase)
 
 
-def _check_cache_bounds(entries: int, nbytes: int) -> None:
-    if entries < 0:
-        raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {entries}")
-    if nbytes < 0:
-        raise ValueError(f"feature_cache_bytes must be >= 0 (0 disables the cache), got {nbytes}")
-
-
 def features_nbytes(features: Any) -> int:
     """Bytes of tensor storage in cached vision features (FPN maps and position encodings)."""
-    total = 0
-    for group in (features.fpn_hidden_states, features.fpn_position_encoding):
-        for tensor in group or ():
-            total += tensor.numel() * tensor.element_size()
-    return total
+    return tensors_nbytes([*(features.fpn_hidden_states or ()), *(features.fpn_position_encoding or ())])

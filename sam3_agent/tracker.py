@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
@@ -20,8 +19,13 @@ import torch
 from PIL import Image
 
 from .errors import BackendError, InputError
+from .feature_cache import FeatureCache, tensors_nbytes
 from .images import image_digest
-from .segmenter import DEFAULT_SAM3_MODEL, _looks_like_local_path
+from .segmenter import (
+    DEFAULT_FEATURE_CACHE_BYTES,
+    DEFAULT_SAM3_MODEL,
+    _looks_like_local_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -140,15 +144,11 @@ class Sam3PointSegmenter:
         Raises:
             ValueError: ``feature_cache_size`` is negative.
         """
-        if feature_cache_size < 0:
-            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        self._cache = FeatureCache(feature_cache_size, DEFAULT_FEATURE_CACHE_BYTES, tensors_nbytes, "SAM 3 tracker")
         self.name = name
         self._model = model
         self._processor = processor
-        self._cache_size = feature_cache_size
-        self._cache: OrderedDict[str, list[torch.Tensor]] = OrderedDict()
         self._lock = threading.Lock()
-        self._encode_count = 0
 
     @classmethod
     def from_pretrained(
@@ -186,7 +186,7 @@ class Sam3PointSegmenter:
     @property
     def encode_count(self) -> int:
         """Number of times the image encoder has run since construction (cache misses)."""
-        return self._encode_count
+        return self._cache.computed
 
     @property
     def device(self) -> torch.device:
@@ -242,18 +242,11 @@ class Sam3PointSegmenter:
     # ------------------------------------------------------------------ internals (call with the lock held)
 
     def _embeddings(self, image: Image.Image, key: str) -> list[torch.Tensor]:
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            return cached
-        pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
-        embeddings = self._model.get_image_embeddings(pixel_values.to(self.device, dtype=self._model.dtype))
-        self._encode_count += 1
-        if self._cache_size > 0:
-            self._cache[key] = embeddings
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return embeddings
+        def encode() -> list[torch.Tensor]:
+            pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
+            return self._model.get_image_embeddings(pixel_values.to(self.device, dtype=self._model.dtype))
+
+        return self._cache.get_or_compute(key, encode)
 
     def _segment_locked(self, image: Image.Image, key: str, clicks: list[list[float]], labels: list[int]) -> PointMask:
         embeddings = self._embeddings(image, key)
