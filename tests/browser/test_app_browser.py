@@ -9,35 +9,24 @@ test-output/ui_latency.json. Skipped only when /usr/bin/chromium is missing.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
+if not Path("/usr/bin/chromium").exists():
     pytest.skip("Chromium is not installed at /usr/bin/chromium (CI installs it with apt-get)",
                 allow_module_level=True)
 
-from playwright.sync_api import Page, expect, sync_playwright
+from browser_app import ROOT, SHOTS, open_page, running_app
+from playwright.sync_api import Page, expect
 
 from sam3_agent.trace_io import load_trace
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "tests" / "data" / "ui_script.json"
 PHOTO = ROOT / "assets" / "coffee.jpg"
 OUTPUT = ROOT / "test-output"
-SHOTS = OUTPUT / "screenshots"
-BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 PIECE_DELAY = "0.01"  # the script's first reply (349 words) then streams for about 3.5 s: long enough to stop
-START_TIMEOUT_S = 180
 
 # Records, in page time (seconds), when each finished round first appears in #rounds.
 WATCH_ROUNDS = """
@@ -51,58 +40,16 @@ new MutationObserver(() => {
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("app") / "app.log"
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "SAM3_AGENT_SCRIPT_PIECE_DELAY": PIECE_DELAY}
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [sys.executable, str(ROOT / "app.py"), "--preset", "tiny", "--script", str(SCRIPT), "--port", str(port),
-             "--max-rounds", "10"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"app.py did not start; its log:\n{log_path.read_text()[-4000:]}")
-            time.sleep(0.5)
-    yield url
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    with running_app(tmp_path_factory.mktemp("app"), {"SAM3_AGENT_SCRIPT_PIECE_DELAY": PIECE_DELAY}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page(app_url, tmp_path_factory):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=str(CHROMIUM), args=BROWSER_FLAGS, headless=True,
-            viewport={"width": 1600, "height": 1000}, accept_downloads=True,
-        )
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        page.add_init_script(WATCH_ROUNDS)
-        page.goto(app_url)
-        page.wait_for_selector("#run-btn")
+    with open_page(app_url, tmp_path_factory.mktemp("chromium-profile"), WATCH_ROUNDS) as page:
         yield page
-        context.close()
 
 
 def start_run(page: Page, query: str) -> None:
