@@ -30,7 +30,14 @@ import torch
 from PIL import Image
 
 from ..images import image_digest
-from .kv_prefix import ImageSpan, KVLayers, PrefixCacheStore, TokenSequence, clip_to_image_start, common_prefix_length
+from .kv_prefix import (
+    ImageSpan,
+    KVLayers,
+    PrefixCacheStore,
+    TokenSequence,
+    clip_to_image_start,
+    common_prefix_length,
+)
 
 logger = logging.getLogger(__name__)
 
