@@ -10,13 +10,12 @@ tokens. Nothing is downloaded.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 import torch
+
+from .checkpoint import is_built, write_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -127,42 +126,32 @@ def build_tiny_qwen(
         raise ValueError(f"unknown tiny Qwen kind {kind!r}: use 'qwen3_vl' or 'qwen2_5_vl'")
     out_dir = Path(out_dir)
     signature = f"{BUILD_VERSION}\nkind={kind}\nthinking={thinking}\nseed={seed}\n"
-    marker = out_dir / MARKER_FILE
-    if marker.is_file() and marker.read_text(encoding="utf-8") == signature:
+    if is_built(out_dir, MARKER_FILE, signature):
         logger.debug("tiny %s already built in %s", kind, out_dir)
         return out_dir
+    processor = _build_processor(kind, thinking)
+    model = _build_model(kind, processor.tokenizer, seed)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".tiny-qwen-", dir=out_dir.parent) as tmp:
-        staging = Path(tmp)
-        processor = _build_processor(kind, thinking)
-        model = _build_model(kind, processor.tokenizer, seed)
+    def save(staging: Path) -> None:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
-        (staging / MARKER_FILE).write_text(signature, encoding="utf-8")
-        _move_into(staging, out_dir)
+
+    write_checkpoint(out_dir, MARKER_FILE, signature, save)
     logger.info("built tiny %s (thinking=%s, seed=%d) in %s", kind, thinking, seed, out_dir)
     return out_dir
 
 
-def _move_into(staging: Path, out_dir: Path) -> None:
-    """Move the staged files into ``out_dir``, the marker last (each move is atomic)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stale = out_dir / MARKER_FILE
-    if stale.exists():
-        stale.unlink()
-    for path in sorted(staging.iterdir()):
-        if path.name != MARKER_FILE:
-            target = out_dir / path.name
-            if target.is_dir() and not path.is_dir():
-                shutil.rmtree(target)
-            os.replace(path, target)
-    os.replace(staging / MARKER_FILE, out_dir / MARKER_FILE)
-
-
 def _build_tokenizer(thinking: bool):
     """A byte-level BPE trained on ``_TRAINING_TEXT``, wrapped as ``Qwen2Tokenizer`` with Qwen's tokens."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
@@ -214,7 +203,11 @@ def _bpe_vocab_and_merges(bpe) -> tuple[dict[str, int], list[tuple[str, str]]]:
 
 def _build_processor(kind: str, thinking: bool):
     """The processor of the given kind with the tiny tokenizer and a small image-pixel budget."""
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen3VLProcessor
+    from transformers import (
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen3VLProcessor,
+    )
 
     tokenizer = _build_tokenizer(thinking)
     size = {"shortest_edge": TINY_MIN_PIXELS, "longest_edge": TINY_MAX_PIXELS}

@@ -15,12 +15,12 @@ import gzip
 import json
 import logging
 import math
-import os
-import shutil
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from .checkpoint import is_built, write_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -186,11 +186,13 @@ def _marker(seed: int) -> dict:
     return {"builder": __name__, "version": BUILD_VERSION, "seed": seed}
 
 
-def _is_built(out_dir: Path, seed: int) -> bool:
-    try:
-        return json.loads((out_dir / MARKER_FILE).read_text()) == _marker(seed)
-    except (OSError, ValueError):
-        return False
+def _signature(seed: int) -> str:
+    return json.dumps(_marker(seed))
+
+
+def _save(staging: Path, model, processor) -> None:
+    model.save_pretrained(staging)
+    processor.save_pretrained(staging)
 
 
 def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
@@ -222,7 +224,7 @@ def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
     from transformers import Sam3ImageProcessor, Sam3Model, Sam3Processor
 
     out_dir = Path(out_dir)
-    if _is_built(out_dir, seed):
+    if is_built(out_dir, MARKER_FILE, _signature(seed)):
         logger.debug("tiny SAM 3 already built in %s", out_dir)
         return out_dir
 
@@ -237,16 +239,5 @@ def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
         tokenizer=build_clip_tokenizer(),
     )
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        model.save_pretrained(staging)
-        processor.save_pretrained(staging)
-        for path in sorted(staging.iterdir()):
-            os.replace(path, out_dir / path.name)
-        (staging / MARKER_FILE).write_text(json.dumps(_marker(seed)))
-        os.replace(staging / MARKER_FILE, out_dir / MARKER_FILE)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    write_checkpoint(out_dir, MARKER_FILE, _signature(seed), lambda staging: _save(staging, model, processor))
     return out_dir

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
+from .checkpoint import is_built, write_checkpoint
 from .qwen import chat_template
 
 logger = logging.getLogger(__name__)
@@ -178,7 +176,11 @@ def build_qwen_tokenizer(thinking: bool = False):
 
 
 def _build_processor(thinking: bool):
-    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+    from transformers import (
+        Qwen2VLImageProcessor,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
 
     tokenizer = build_qwen_tokenizer(thinking)
     size = {"shortest_edge": QWEN3_VL_MIN_PIXELS, "longest_edge": QWEN3_VL_MAX_PIXELS}
@@ -256,25 +258,16 @@ def build_small_qwen(out_dir: Path, thinking: bool = False, seed: int = 0, hidde
     if hidden < 16 or hidden % 16:
         raise ValueError(f"hidden must be a positive multiple of 16, got {hidden}")
     signature = f"{BUILD_VERSION}\nthinking={thinking}\nseed={seed}\nhidden={hidden}\n"
-    marker = out_dir / MARKER_FILE
-    if marker.is_file() and marker.read_text(encoding="utf-8") == signature:
+    if is_built(out_dir, MARKER_FILE, signature):
         logger.debug("small Qwen3-VL already built in %s", out_dir)
         return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".small-qwen-", dir=out_dir.parent) as tmp:
-        staging = Path(tmp)
-        processor = _build_processor(thinking)
-        model = _build_model(processor.tokenizer, seed, hidden)
+    processor = _build_processor(thinking)
+    model = _build_model(processor.tokenizer, seed, hidden)
+
+    def save(staging: Path) -> None:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if marker.exists():
-            marker.unlink()
-        for path in sorted(staging.iterdir()):
-            target = out_dir / path.name
-            if target.is_dir():
-                shutil.rmtree(target)
-            os.replace(path, target)
-        marker.write_text(signature, encoding="utf-8")
+
+    write_checkpoint(out_dir, MARKER_FILE, signature, save)
     logger.info("built the small Qwen3-VL (thinking=%s, seed=%d) in %s", thinking, seed, out_dir)
     return out_dir

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from .checkpoint import is_built, write_checkpoint
 from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE, randomize_weights
 
 logger = logging.getLogger(__name__)
@@ -97,11 +96,13 @@ def _marker(seed: int) -> dict:
     return {"builder": __name__, "version": BUILD_VERSION, "seed": seed}
 
 
-def _is_built(out_dir: Path, seed: int) -> bool:
-    try:
-        return json.loads((out_dir / MARKER_FILE).read_text()) == _marker(seed)
-    except (OSError, ValueError):
-        return False
+def _signature(seed: int) -> str:
+    return json.dumps(_marker(seed))
+
+
+def _save(staging: Path, model, processor) -> None:
+    model.save_pretrained(staging)
+    processor.save_pretrained(staging)
 
 
 def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
@@ -127,7 +128,7 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
     from transformers import Sam3ImageProcessor, Sam3TrackerModel, Sam3TrackerProcessor
 
     out_dir = Path(out_dir)
-    if _is_built(out_dir, seed):
+    if is_built(out_dir, MARKER_FILE, _signature(seed)):
         logger.debug("tiny SAM 3 tracker already built in %s", out_dir)
         return out_dir
 
@@ -144,16 +145,5 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
         )
     )
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        model.save_pretrained(staging)
-        processor.save_pretrained(staging)
-        for path in sorted(staging.iterdir()):
-            os.replace(path, out_dir / path.name)
-        (staging / MARKER_FILE).write_text(json.dumps(_marker(seed)))
-        os.replace(staging / MARKER_FILE, out_dir / MARKER_FILE)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    write_checkpoint(out_dir, MARKER_FILE, _signature(seed), lambda staging: _save(staging, model, processor))
     return out_dir

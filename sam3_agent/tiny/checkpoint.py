@@ -1,0 +1,44 @@
+"""Writing a built tiny checkpoint once: staged in a sibling folder, moved in, the marker file last.
+
+A marker file holding the builder's signature (version and arguments) says the folder is complete;
+a matching marker skips the build, and a half-written folder is never taken for a finished one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+
+def is_built(out_dir: Path, marker_file: str, signature: str) -> bool:
+    """True when ``out_dir/marker_file`` holds exactly ``signature``."""
+    marker = Path(out_dir) / marker_file
+    try:
+        return marker.is_file() and marker.read_text(encoding="utf-8") == signature
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def write_checkpoint(out_dir: Path, marker_file: str, signature: str, save: Callable[[Path], None]) -> None:
+    """Call ``save(staging_folder)``, then move its files into ``out_dir`` and write the marker last.
+
+    Each move is atomic; a stale marker is removed first so an interrupted rebuild reads as unbuilt.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.building-", dir=out_dir.parent) as tmp:
+        staging = Path(tmp)
+        save(staging)
+        stale = out_dir / marker_file
+        if stale.exists():
+            stale.unlink()
+        for path in sorted(staging.iterdir()):
+            target = out_dir / path.name
+            if target.is_dir() and not path.is_dir():
+                shutil.rmtree(target)
+            os.replace(path, target)
+        (out_dir / f".{marker_file}.tmp").write_text(signature, encoding="utf-8")
+        os.replace(out_dir / f".{marker_file}.tmp", out_dir / marker_file)
