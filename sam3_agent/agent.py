@@ -206,7 +206,9 @@ class AgentRun:
                 if ended:
                     return
             yield self._finish(
-                "max_rounds", f"the round budget of {config.max_rounds} rounds ran out before the model answered"
+                "max_rounds",
+                f"the round budget of {config.max_rounds} round{'s' if config.max_rounds != 1 else ''} ran out "
+                "before the model answered",
             )
         except GeneratorExit:
             if trace.status == "running":

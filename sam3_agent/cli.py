@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Sequence, TextIO
 
 from .agent import DEFAULT_MAX_ROUNDS, Agent, AgentConfig
 from .errors import BackendError, InputError, Sam3AgentError
-from .images import load_image
+from .images import MAX_PIXELS, load_image
 from .masks import to_coco_results
 from .parsing import parse_response
 from .presets import BackendSettings, build_backends
@@ -32,12 +33,12 @@ from .trace_io import save_trace
 from .types import (
     Event,
     MaskVerdictReady,
-    TokenStreamed,
-    ToolStarted,
     RoundFinished,
     RoundStarted,
     RunFinished,
+    TokenStreamed,
     ToolCall,
+    ToolStarted,
     Trace,
 )
 
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
+    run.add_argument("--max-image-pixels", type=int, default=MAX_PIXELS,
+                     help=f"refuse input images with more pixels than this (default {MAX_PIXELS:,})")
     run.add_argument("--verify-batch-size", type=int, default=8,
                      help="masks verified per batched VLM call (1: one by one; same verdicts either way)")
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -150,6 +153,24 @@ def write_outputs(trace: Trace, out: Path) -> None:
     (out / "final_masks.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
 
 
+def prepare_out_dir(out: Path) -> None:
+    """Create the output folder and make sure files can be written there, before any model loads.
+
+    Raises:
+        InputError: the path is a file, lies under a file, or is not writable.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "images").mkdir(exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise InputError(
+            f"cannot write to the output folder {out}: {error.strerror or error}; choose another --out"
+        ) from None
+
+
 def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     settings = BackendSettings(
         preset=args.preset,
@@ -164,8 +185,10 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         max_new_tokens=args.max_new_tokens,
         tiny_vlm_kind=args.tiny_vlm,
     )
+    out = Path(args.out)
     try:
-        image = load_image(args.image)
+        image = load_image(args.image, max_pixels=args.max_image_pixels)
+        prepare_out_dir(out)
         config = AgentConfig(
             max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=args.verify_batch_size
         )
@@ -196,10 +219,13 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         for event in agent_run:
             printer(event)
     except KeyboardInterrupt:
-        agent_run.abandon("stopped by the user (Ctrl-C)")
+        agent_run.abandon("stopped by the user (Ctrl-C or SIGTERM)")
     trace = agent_run.trace
-    out = Path(args.out)
-    write_outputs(trace, out)
+    try:
+        write_outputs(trace, out)
+    except OSError as error:
+        stderr.write(f"error: could not write the outputs to {out}: {error.strerror or error}\n")
+        return EXIT_INPUT
     stdout.write(f"Wrote {out / 'trace.json'}, {out / 'final_overlay.png'}, {out / 'final_masks.json'}\n")
     if trace.status in ("done", "no_mask"):
         return EXIT_OK
@@ -210,7 +236,13 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
 def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """``export``: the corrected masks of a saved trace or bundle as COCO JSON, PNGs and/or a bundle."""
     from .edits import EditState
-    from .export import coco_document, load_trace_or_bundle, write_bundle, write_coco, write_mask_pngs
+    from .export import (
+        coco_document,
+        load_trace_or_bundle,
+        write_bundle,
+        write_coco,
+        write_mask_pngs,
+    )
 
     if not (args.coco or args.png_dir or args.bundle):
         stderr.write("error: nothing to write: give --coco FILE, --png-dir DIR and/or --bundle FILE\n")
@@ -238,6 +270,10 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
     return EXIT_OK
 
 
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -250,8 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # retry chatter; our error says it all
     if args.command == "export":
         return export_command(args, sys.stdout, sys.stderr)
+    # SIGTERM (kill, docker stop) stops a run like Ctrl-C does, so its trace is still written.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         return run_command(args, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:  # before the run started (e.g. while models load): nothing to save
+        sys.stderr.write("error: stopped by the user before the run started\n")
+        return EXIT_STOPPED
     except Sam3AgentError as error:  # anything we raise on purpose is one line for the user
         sys.stderr.write(f"error: {error}\n")
         return EXIT_INPUT if isinstance(error, InputError) else EXIT_BACKEND

@@ -12,6 +12,7 @@ import io
 import logging
 import os
 import struct
+import warnings
 import zlib
 from pathlib import Path
 from typing import Union
@@ -106,7 +107,7 @@ def _check_size(size: tuple[int, int], max_pixels: int, what: str) -> None:
     if width * height > max_pixels:
         raise InputError(
             f"{what} is {width}x{height} = {width * height:,} pixels, above the pixel limit of "
-            f"{max_pixels:,} (max_pixels); downscale it or raise the limit"
+            f"{max_pixels:,}; downscale it (or raise the limit: --max-image-pixels on the command line)"
         )
     if min(width, height) < MIN_SIDE:
         raise InputError(
@@ -117,13 +118,16 @@ def _check_size(size: tuple[int, int], max_pixels: int, what: str) -> None:
 def _open(stream: io.IOBase, what: str, max_pixels: int) -> Image.Image:
     """Open lazily (header only), check the size, then decode; errors become InputError."""
     try:
-        img = Image.open(stream)
+        with warnings.catch_warnings():  # our own limit is checked below, with a clearer message
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(stream)
     except UnidentifiedImageError as exc:
         raise InputError(f"{what} is not an image (or not a format Pillow can read); give a JPEG, PNG, WebP...") from exc
     except Image.DecompressionBombError as exc:
         # Pillow refuses headers above twice its MAX_IMAGE_PIXELS before we can look at them.
         raise InputError(
-            f"{what} is above the pixel limit: {exc} (our limit: max_pixels={max_pixels:,}); downscale it"
+            f"{what} has far more pixels than the pixel limit of {max_pixels:,} (its header alone is refused as a "
+            "possible decompression bomb); downscale it"
         ) from exc
     except _CORRUPT_ERRORS as exc:
         raise InputError(f"{what} is corrupt: its header cannot be read ({exc})") from exc

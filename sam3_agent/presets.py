@@ -150,6 +150,8 @@ def build_backends(settings: BackendSettings) -> Backends:
         from .vlm.scripted import ScriptedVLM, load_script
 
         script = load_script(settings.script)
+        if not script["main"]:
+            raise InputError(f"the script {settings.script} has no main responses: add at least one")
         vlm: VLM = ScriptedVLM(script["main"], name=f"scripted:{Path(settings.script).name}")
         verifier: VLM = ScriptedVLM(script["verify"], name=f"scripted-verify:{Path(settings.script).name}")
         record["vlm_model"] = f"script {Path(settings.script).name}"

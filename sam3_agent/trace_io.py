@@ -188,6 +188,9 @@ def save_trace(trace: Trace, folder: str | Path) -> Path:
     (folder / IMAGE_DIR).mkdir(parents=True, exist_ok=True)
     for name, image in images.items():
         (folder / IMAGE_DIR / f"{name}.png").write_bytes(_png(image))
+    for stale in (folder / IMAGE_DIR).glob("*.png"):  # left by an earlier trace saved in the same folder
+        if stale.stem not in images:
+            stale.unlink()
     path = folder / TRACE_FILE
     path.write_text(json.dumps(document, ensure_ascii=False, indent=1), encoding="utf-8")
     return path

@@ -119,3 +119,62 @@ def test_empty_query_is_exit_2(tmp_path, capsys):
     code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "  ", "--out",
                                str(tmp_path / "o")], capsys)
     assert code == 2 and "query is empty" in stderr
+
+
+@pytest.mark.parametrize("make_out", ["existing_file", "under_a_file"])
+def test_unwritable_out_is_exit_2_before_any_model_loads(tmp_path, capsys, script_file, make_out):
+    blocker = tmp_path / "afile.txt"
+    blocker.write_text("x")
+    out = blocker if make_out == "existing_file" else blocker / "sub"
+    code, stdout, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the spoon",
+                                    "--out", str(out), "--script", str(script_file)], capsys)
+    assert code == 2 and "Loading models" not in stdout
+    assert stderr.startswith(f"error: cannot write to the output folder {out}") and len(stderr.splitlines()) == 1
+
+
+def test_script_without_main_responses_is_exit_2(tmp_path, capsys):
+    script = tmp_path / "empty.json"
+    script.write_text(json.dumps({"main": [], "verify": []}))
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "x", "--out",
+                               str(tmp_path / "o"), "--script", str(script)], capsys)
+    assert code == 2 and "no main responses" in stderr
+
+
+def test_image_over_the_pixel_limit_names_the_flag(tmp_path, capsys):
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "x", "--out",
+                               str(tmp_path / "o"), "--max-image-pixels", "1000"], capsys)
+    assert code == 2
+    assert "600x400 = 240,000 pixels, above the pixel limit of 1,000" in stderr and "--max-image-pixels" in stderr
+
+
+def test_rerun_into_the_same_folder_leaves_no_stale_images(tmp_path, capsys, script_file):
+    out = tmp_path / "out"
+    assert run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the spoon", "--out", str(out),
+                    "--script", str(script_file)], capsys)[0] == 0
+    one_round = tmp_path / "one.json"
+    one_round.write_text(json.dumps([tool("report_no_mask")]))
+    assert run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "x", "--out", str(out),
+                    "--script", str(one_round)], capsys)[0] == 0
+    assert sorted(p.name for p in (out / "images").iterdir()) == ["raw.png"]
+
+
+def test_sigterm_during_a_run_still_writes_a_cancelled_trace(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sam3_agent", "run", "--preset", "tiny", "--image", COFFEE, "--query", "the cup",
+         "--out", str(out), "--max-rounds", "1000", "--max-new-tokens", "12"],
+        cwd=ASSETS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    for line in process.stdout:
+        if line.startswith("Round 3/"):
+            process.send_signal(signal.SIGTERM)
+            break
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "cancelled: stopped by the user (Ctrl-C or SIGTERM)" in stderr
+    trace = load_trace(out)
+    assert trace.status == "cancelled" and len(trace.rounds) >= 2

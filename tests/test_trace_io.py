@@ -107,3 +107,11 @@ def test_zip_without_trace_json_is_refused():
         archive.writestr("hello.txt", "hi")
     with pytest.raises(TraceFormatError, match="no trace.json"):
         load_trace_zip(buffer.getvalue())
+
+
+def test_saving_into_a_used_folder_removes_images_of_the_old_trace(full_trace, segmenter, astronaut, tmp_path):
+    save_trace(full_trace, tmp_path)
+    short = Agent(ScriptedVLM([tool("report_no_mask")]), segmenter).run(astronaut, "x")
+    save_trace(short, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "images").iterdir()) == ["raw.png"]
+    assert load_trace(tmp_path) == short
