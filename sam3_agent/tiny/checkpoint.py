@@ -6,6 +6,7 @@ a matching marker skips the build, and a half-written folder is never taken for 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -42,3 +43,18 @@ def write_checkpoint(out_dir: Path, marker_file: str, signature: str, save: Call
             os.replace(path, target)
         (out_dir / f".{marker_file}.tmp").write_text(signature, encoding="utf-8")
         os.replace(out_dir / f".{marker_file}.tmp", out_dir / marker_file)
+
+
+def json_signature(builder: str, version: object, seed: int) -> str:
+    """A marker signature naming the builder module, its build version and the seed."""
+    return json.dumps({"builder": builder, "version": version, "seed": seed})
+
+
+def save_model_and_processor(model, processor) -> Callable[[Path], None]:
+    """A ``save`` for :func:`write_checkpoint` that writes both with ``save_pretrained``."""
+
+    def save(staging: Path) -> None:
+        model.save_pretrained(staging)
+        processor.save_pretrained(staging)
+
+    return save

@@ -15,7 +15,7 @@ from typing import Literal
 
 import torch
 
-from .checkpoint import is_built, write_checkpoint
+from .checkpoint import is_built, save_model_and_processor, write_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -131,12 +131,7 @@ def build_tiny_qwen(
         return out_dir
     processor = _build_processor(kind, thinking)
     model = _build_model(kind, processor.tokenizer, seed)
-
-    def save(staging: Path) -> None:
-        model.save_pretrained(staging)
-        processor.save_pretrained(staging)
-
-    write_checkpoint(out_dir, MARKER_FILE, signature, save)
+    write_checkpoint(out_dir, MARKER_FILE, signature, save_model_and_processor(model, processor))
     logger.info("built tiny %s (thinking=%s, seed=%d) in %s", kind, thinking, seed, out_dir)
     return out_dir
 

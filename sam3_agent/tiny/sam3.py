@@ -12,7 +12,6 @@ network's output does.
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import math
 from pathlib import Path
@@ -20,7 +19,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoint import is_built, write_checkpoint
+from .checkpoint import (
+    is_built,
+    json_signature,
+    save_model_and_processor,
+    write_checkpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -182,17 +186,8 @@ def _bias_scores(model: nn.Module) -> None:
     model.detr_decoder.presence_head.layer3.bias.fill_(PRESENCE_LOGIT_BIAS)
 
 
-def _marker(seed: int) -> dict:
-    return {"builder": __name__, "version": BUILD_VERSION, "seed": seed}
-
-
 def _signature(seed: int) -> str:
-    return json.dumps(_marker(seed))
-
-
-def _save(staging: Path, model, processor) -> None:
-    model.save_pretrained(staging)
-    processor.save_pretrained(staging)
+    return json_signature(__name__, BUILD_VERSION, seed)
 
 
 def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
@@ -239,5 +234,5 @@ def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
         tokenizer=build_clip_tokenizer(),
     )
 
-    write_checkpoint(out_dir, MARKER_FILE, _signature(seed), lambda staging: _save(staging, model, processor))
+    write_checkpoint(out_dir, MARKER_FILE, _signature(seed), save_model_and_processor(model, processor))
     return out_dir

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import is_built, write_checkpoint
+from .checkpoint import is_built, save_model_and_processor, write_checkpoint
 from .qwen import chat_template
 
 logger = logging.getLogger(__name__)
@@ -263,11 +263,6 @@ def build_small_qwen(out_dir: Path, thinking: bool = False, seed: int = 0, hidde
         return out_dir
     processor = _build_processor(thinking)
     model = _build_model(processor.tokenizer, seed, hidden)
-
-    def save(staging: Path) -> None:
-        model.save_pretrained(staging)
-        processor.save_pretrained(staging)
-
-    write_checkpoint(out_dir, MARKER_FILE, signature, save)
+    write_checkpoint(out_dir, MARKER_FILE, signature, save_model_and_processor(model, processor))
     logger.info("built the small Qwen3-VL (thinking=%s, seed=%d) in %s", thinking, seed, out_dir)
     return out_dir

@@ -11,14 +11,18 @@ Random weights: masks are meaningless. See :func:`build_tiny_sam3_tracker` for t
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from .checkpoint import is_built, write_checkpoint
+from .checkpoint import (
+    is_built,
+    json_signature,
+    save_model_and_processor,
+    write_checkpoint,
+)
 from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE, randomize_weights
 
 logger = logging.getLogger(__name__)
@@ -92,17 +96,8 @@ def _bias_masks(model: nn.Module) -> None:
         mlp.proj_out.bias[0] = MASK_LOGIT_OFFSET / gelu_one
 
 
-def _marker(seed: int) -> dict:
-    return {"builder": __name__, "version": BUILD_VERSION, "seed": seed}
-
-
 def _signature(seed: int) -> str:
-    return json.dumps(_marker(seed))
-
-
-def _save(staging: Path, model, processor) -> None:
-    model.save_pretrained(staging)
-    processor.save_pretrained(staging)
+    return json_signature(__name__, BUILD_VERSION, seed)
 
 
 def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
@@ -145,5 +140,5 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
         )
     )
 
-    write_checkpoint(out_dir, MARKER_FILE, _signature(seed), lambda staging: _save(staging, model, processor))
+    write_checkpoint(out_dir, MARKER_FILE, _signature(seed), save_model_and_processor(model, processor))
     return out_dir
