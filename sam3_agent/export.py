@@ -41,7 +41,7 @@ from pycocotools import mask as coco_mask
 from .edits import AGENT_ORIGIN, EditState, MaskItem, items_from_masks
 from .errors import InputError, TraceFormatError
 from .masks import decode_rle, encode_rle
-from .trace_io import IMAGE_DIR, MAX_ZIP_BYTES, MAX_ZIP_MEMBERS, TRACE_FILE, load_trace, trace_from_json, trace_to_json
+from .trace_io import IMAGE_DIR, MAX_ZIP_BYTES, TRACE_FILE, load_trace, open_zip, trace_from_json, trace_to_json
 from .types import Trace
 
 logger = logging.getLogger(__name__)
@@ -244,18 +244,7 @@ def load_bundle(data: bytes, max_bytes: int = MAX_ZIP_BYTES) -> Bundle:
         TraceFormatError: not a zip or not a bundle, too large, unknown version, a malformed trace or COCO file,
             masks whose size differs from the image, or corrected masks that differ from what the edits give.
     """
-    if not data:
-        raise TraceFormatError("the bundle file is empty")
-    if len(data) > max_bytes:
-        raise TraceFormatError(f"the bundle is larger than {max_bytes // (1024 * 1024)} MB")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise TraceFormatError("the file is not a .zip bundle (exported by SAM3 Agent)") from None
-    with archive:
-        members = archive.infolist()
-        if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > max_bytes:
-            raise TraceFormatError("the bundle is too large once unpacked")
+    with open_zip(data, max_bytes, "bundle") as archive:
         manifest = _read_json(archive, BUNDLE_FILE)
         if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
             raise TraceFormatError(f"{BUNDLE_FILE} does not describe a SAM3 Agent bundle")

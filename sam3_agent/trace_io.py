@@ -384,25 +384,38 @@ def load_trace(path: str | Path) -> Trace:
     return trace_from_json(document, lambda relative: (folder / relative).read_bytes())
 
 
+def open_zip(data: bytes, max_bytes: int, what: str) -> zipfile.ZipFile:
+    """Open the bytes of a ``.zip`` we wrote, refusing empty, oversized or zip-bomb files.
+
+    Args:
+        what: how the file is named in messages, e.g. ``"trace"`` or ``"bundle"``.
+
+    Raises:
+        TraceFormatError: empty, larger than ``max_bytes`` (packed or unpacked), too many members, not a zip.
+    """
+    if not data:
+        raise TraceFormatError(f"the {what} file is empty")
+    if len(data) > max_bytes:
+        raise TraceFormatError(f"the {what} file is larger than {max_bytes // (1024 * 1024)} MB")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise TraceFormatError(f"the file is not a .zip {what} (saved by SAM3 Agent)") from None
+    members = archive.infolist()
+    if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > max_bytes:
+        archive.close()
+        raise TraceFormatError(f"the {what} .zip is too large once unpacked")
+    return archive
+
+
 def load_trace_zip(data: bytes, max_bytes: int = MAX_ZIP_BYTES) -> Trace:
     """Load a trace from the bytes of a ``.zip`` made by ``trace_to_zip_bytes``.
 
     Raises:
         TraceFormatError: empty, oversized (compressed or uncompressed), not a zip, or not a trace.
     """
-    if not data:
-        raise TraceFormatError("the trace file is empty")
-    if len(data) > max_bytes:
-        raise TraceFormatError(f"the trace file is larger than {max_bytes // (1024 * 1024)} MB")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise TraceFormatError("the file is not a .zip trace (saved by SAM3 Agent)") from None
-    with archive:
-        members = archive.infolist()
-        if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > max_bytes:
-            raise TraceFormatError("the trace .zip is too large once unpacked")
-        names = {m.filename for m in members}
+    with open_zip(data, max_bytes, "trace") as archive:
+        names = {m.filename for m in archive.infolist()}
         if TRACE_FILE not in names:
             raise TraceFormatError(f"the .zip has no {TRACE_FILE}: it is not a trace saved by SAM3 Agent")
         try:
