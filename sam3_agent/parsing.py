@@ -16,7 +16,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 from .tool_specs import TOOL_SPECS
 from .types import ToolCall
@@ -298,13 +298,9 @@ def _repair_structure(text: str, closed: bool) -> str:
     return _remove_trailing_commas(obj)
 
 
-def _scan_object(text: str, start: int) -> tuple[int | None, int, bool]:
-    """Scan the object opened at ``start``, respecting JSON strings.
-
-    Returns ``(end, 0, False)`` with ``end`` the index after the matching ``}``, or, when the
-    text ends first, ``(None, depth still open, whether the text ends inside a string)``.
-    """
-    depth = 0
+def _json_chars(text: str, start: int = 0) -> Iterator[tuple[int, str, bool]]:
+    """Yield ``(index, char, in_string)`` from ``start`` on; ``in_string`` is the JSON string state
+    *after* the char (True inside a string literal and on its opening quote, False on its closing one)."""
     in_string = False
     escaped = False
     for i in range(start, len(text)):
@@ -318,7 +314,21 @@ def _scan_object(text: str, start: int) -> tuple[int | None, int, bool]:
                 in_string = False
         elif c == '"':
             in_string = True
-        elif c == "{":
+        yield i, c, in_string
+
+
+def _scan_object(text: str, start: int) -> tuple[int | None, int, bool]:
+    """Scan the object opened at ``start``, respecting JSON strings.
+
+    Returns ``(end, 0, False)`` with ``end`` the index after the matching ``}``, or, when the
+    text ends first, ``(None, depth still open, whether the text ends inside a string)``.
+    """
+    depth = 0
+    in_string = False
+    for i, c, in_string in _json_chars(text, start):
+        if in_string:
+            continue
+        if c == "{":
             depth += 1
         elif c == "}":
             depth -= 1
@@ -330,21 +340,8 @@ def _scan_object(text: str, start: int) -> tuple[int | None, int, bool]:
 def _remove_trailing_commas(text: str) -> str:
     """Drop commas (outside strings) that are followed only by whitespace and ``}`` or ``]``."""
     out: list[str] = []
-    in_string = False
-    escaped = False
-    for i, c in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c == ",":
-            rest = text[i + 1 :].lstrip()
-            if rest[:1] in ("}", "]"):
-                continue
+    for i, c, in_string in _json_chars(text):
+        if c == "," and not in_string and text[i + 1 :].lstrip()[:1] in ("}", "]"):
+            continue
         out.append(c)
     return "".join(out)
