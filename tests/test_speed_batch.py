@@ -77,11 +77,11 @@ def test_a_batch_equals_one_by_one_generation(tiny, coffee, prefix_cache):
     one_by_one = twin(tiny, prefix_cache=False)
     expected = [generate(one_by_one, c) for c in batch]
     batched = twin(tiny, prefix_cache)
+    assert len({g.prompt_tokens for g in expected}) > 1  # rows of different lengths: the stacked caches are padded
     assert batched.generate_batch(batch) == expected
     assert batched.output_ids() == one_by_one.output_ids()
     usage = batched.usage()
     assert usage.requests == 5 and usage.prompt_tokens == sum(g.prompt_tokens for g in expected)
-    assert usage.padding_tokens > 0  # the zoom views differ in size: the suffixes were padded
     if prefix_cache:  # the shared system prompt and raw image ran once
         assert usage.prefill_tokens < usage.prompt_tokens - 4 * 300
 

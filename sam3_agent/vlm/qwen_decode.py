@@ -11,8 +11,15 @@ Two things make this exact:
   its index. The positions of a whole request are computed with the model's own
   ``get_rope_index`` and sliced for the part that is run; a generated token at index ``t`` sits at
   ``t + delta`` (``delta`` from ``get_rope_index``), which is what ``generate`` uses too.
-- Batched rows keep each request's own positions; their different suffix lengths are padded on
-  the left of the suffix (after the shared prefix) and masked out by the attention mask.
+- Batched rows keep each request's own positions. Each row's prompt runs on its own (after the
+  shared prefix), so no padding is ever computed; the rows' caches are then laid side by side with
+  their different suffix lengths padded on the left of the suffix (zeros, masked out by the
+  attention mask) and decoded together. Prefill already keeps the hardware busy with one row
+  (many tokens per weight read), so batching it saves little, computes the padding of shorter rows
+  and multiplies activation memory by the batch size (on a CPU the larger activations also fall out
+  of cache: the benchmark's 6 verification suffixes of 522 tokens took 2.5 s row by row and 3.1-3.7 s
+  as one batch on the 2-core dev machine); a decode step reads every weight for one token, so running
+  the rows' steps together is where batching pays.
 
 Greedy choices equal ``generate(do_sample=False)``'s, including the generation config's
 repetition penalty (the only logits processor Qwen's configs use); ``supports_config`` says when a
@@ -164,12 +171,10 @@ class DecodeCounters:
 
     Attributes:
         prefill_tokens: prompt tokens run through the model (reused prefix tokens are not).
-        padding_tokens: padding positions run in batched prefill.
         images_encoded: images run through the vision encoder.
     """
 
     prefill_tokens: int = 0
-    padding_tokens: int = 0
     images_encoded: int = 0
 
 
@@ -190,7 +195,7 @@ class CachedDecoder:
         model: ``Qwen2_5_VLForConditionalGeneration`` or ``Qwen3VLForConditionalGeneration`` in eval mode.
         store: prefix caches to reuse and fill; ``None`` reuses nothing (batches still run together).
         eos_ids: token ids that end a turn.
-        pad_id: id fed for rows that already ended, and used as left padding.
+        pad_id: id fed for rows that already ended.
     """
 
     def __init__(self, model: Any, store: PrefixCacheStore | None, eos_ids: frozenset[int], pad_id: int) -> None:
@@ -221,8 +226,8 @@ class CachedDecoder:
         """
         if not requests:
             return []
-        cache, start = self._start_cache(requests, counters)
-        logits, mask = self._prefill(requests, cache, start, counters)
+        prefix, start = self._start_cache(requests, counters)
+        logits, mask, cache = self._prefill(requests, prefix, start, counters)
         rows = [RowResult() for _ in requests]
         histories = [r.tokens.ids.tolist() for r in requests] if self._penalty is not None else []
         next_index = [len(r) for r in requests]
@@ -262,19 +267,20 @@ class CachedDecoder:
 
     # ------------------------------------------------------------------ prefix caches
 
-    def _start_cache(self, requests: Sequence[EncodedRequest], counters: DecodeCounters) -> tuple[Any, int]:
-        """A cache holding a prefix all requests share (as much as the store can give), and its length.
+    def _start_cache(
+        self, requests: Sequence[EncodedRequest], counters: DecodeCounters
+    ) -> tuple[KVLayers | None, int]:
+        """Keys/values of a prefix all requests share (as much as the store can give), and its length.
 
         One request starts from the longest prefix any entry shares with it. Several requests start
         from their common prefix, computed (and stored) first when the store lacks it. A request
         that begins with a system turn has that turn stored as a pinned entry on the way.
+        Returns ``(None, 0)`` when nothing is reused.
         """
-        from transformers import DynamicCache
-
         store = self.store
         first = requests[0]
         if store is None:
-            return DynamicCache(config=self.model.config), 0
+            return None, 0
         shared = min(len(r) for r in requests) - 1  # at least one token of each request must run
         for other in requests[1:]:
             shared = min(shared, common_prefix_length(first.tokens, other.tokens))
@@ -284,12 +290,11 @@ class CachedDecoder:
         if len(requests) == 1:
             entry, reused = store.lookup(first.tokens, limit=shared)
             if entry is None or reused == 0:
-                return DynamicCache(config=self.model.config), 0
-            return self._cache_from(entry.layers, reused, 1), reused
+                return None, 0
+            return entry.layers, reused
         if shared <= 0:
-            return DynamicCache(config=self.model.config), 0
-        layers = self.ensure_prefix(first, shared, False, counters)
-        return self._cache_from(layers, shared, len(requests)), shared
+            return None, 0
+        return self.ensure_prefix(first, shared, False, counters), shared
 
     def ensure_prefix(
         self, request: EncodedRequest, length: int, pinned: bool, counters: DecodeCounters
@@ -312,7 +317,7 @@ class CachedDecoder:
         if entry is None or reused == 0:
             cache, reused = DynamicCache(config=self.model.config), 0
         else:
-            cache = self._cache_from(entry.layers, reused, 1)
+            cache = self._cache_from(entry.layers, reused)
         pixel_values, grid, images = self._images_between(request, reused, length)
         positions = request.positions[:, reused:length].unsqueeze(1)
         mask = torch.ones((1, length), dtype=torch.long, device=request.input_ids.device)
@@ -323,53 +328,59 @@ class CachedDecoder:
         store.insert(request.tokens.prefix(length), layers, pinned=pinned)
         return layers
 
-    def _cache_from(self, layers: KVLayers, length: int, batch: int) -> Any:
+    def _cache_from(self, layers: KVLayers | None, length: int) -> Any:
+        """A batch-1 ``DynamicCache`` holding the first ``length`` positions of ``layers`` (empty for ``None``)."""
         from transformers import DynamicCache
 
-        data = [
-            (k[:, :, :length].expand(batch, -1, -1, -1), v[:, :, :length].expand(batch, -1, -1, -1)) for k, v in layers
-        ]
-        return DynamicCache(data, config=self.model.config)
+        if layers is None or length == 0:
+            return DynamicCache(config=self.model.config)
+        return DynamicCache([(k[:, :, :length], v[:, :, :length]) for k, v in layers], config=self.model.config)
 
     # ------------------------------------------------------------------ model calls
 
     def _prefill(
-        self, requests: Sequence[EncodedRequest], cache: Any, start: int, counters: DecodeCounters
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run every request's tokens after the ``start`` cached ones as one batch; returns last logits and mask.
+        self, requests: Sequence[EncodedRequest], prefix: KVLayers | None, start: int, counters: DecodeCounters
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """Run every request's tokens after the ``start`` cached ones; returns last logits (B, vocab), the
+        attention mask (B, start + width) and the batch's cache.
 
-        Suffixes of different lengths are padded on their left (between the shared prefix and the
-        suffix) and masked out; every row keeps its own positions. A single request's whole prompt
-        is then stored for later requests to reuse.
+        Each row runs alone from the shared prefix (see the module docstring); the rows' caches are
+        then stacked with each suffix padded on its left (zeros, masked out) to the longest. A single
+        request's whole prompt is stored for later requests to reuse.
         """
+        from transformers import DynamicCache
+
         device = requests[0].input_ids.device
         lengths = [len(r) - start for r in requests]
         width = max(lengths)
-        batch = len(requests)
-        ids = torch.full((batch, width), self.pad_id, dtype=torch.long, device=device)
-        mask = torch.zeros((batch, start + width), dtype=torch.long, device=device)
-        positions = torch.ones((3, batch, width), dtype=torch.long, device=device)
-        pixels: list[torch.Tensor] = []
-        grids: list[torch.Tensor] = []
-        for i, (request, length) in enumerate(zip(requests, lengths)):
-            pad = width - length
-            ids[i, pad:] = request.input_ids[0, start:]
-            mask[i, :start] = 1
-            mask[i, start + pad :] = 1
-            positions[:, i, pad:] = request.positions[:, start:]
+        row_logits: list[torch.Tensor] = []
+        row_layers: list[KVLayers] = []
+        for request, length in zip(requests, lengths):
+            cache = self._cache_from(prefix, start)
+            mask = torch.ones((1, start + length), dtype=torch.long, device=device)
             pixel_values, grid, count = self._images_between(request, start, len(request))
-            if pixel_values is not None:
-                pixels.append(pixel_values)
-                grids.append(grid)
-                counters.images_encoded += count
-        logits = self._forward(
-            ids, mask, positions, cache, torch.cat(pixels) if pixels else None, torch.cat(grids) if grids else None
-        )
-        counters.prefill_tokens += sum(lengths)
-        counters.padding_tokens += sum(width - n for n in lengths)
-        if self.store is not None and batch == 1:
-            self.store.insert(requests[0].tokens, _snapshot(cache))
-        return logits, mask
+            row_logits.append(self._forward(
+                request.input_ids[:, start:], mask, request.positions[:, start:].unsqueeze(1), cache, pixel_values, grid
+            ))
+            counters.prefill_tokens += length
+            counters.images_encoded += count
+            row_layers.append(_snapshot(cache))
+        logits = torch.cat(row_logits)
+        if len(requests) == 1:
+            if self.store is not None:
+                self.store.insert(requests[0].tokens, row_layers[0])
+            return logits, torch.ones((1, start + width), dtype=torch.long, device=device), cache
+        mask = torch.zeros((len(requests), start + width), dtype=torch.long, device=device)
+        for i, length in enumerate(lengths):
+            mask[i, :start] = 1
+            mask[i, start + width - length :] = 1
+        stacked = []
+        for layer in zip(*row_layers):
+            stacked.append(tuple(
+                torch.cat([_pad_suffix(kv[n], start, width - length) for kv, length in zip(layer, lengths)])
+                for n in (0, 1)
+            ))
+        return logits, mask, DynamicCache(stacked, config=self.model.config)
 
     @staticmethod
     def _images_between(
@@ -413,6 +424,14 @@ class CachedDecoder:
                 ids = torch.tensor([history], device=logits.device)
                 logits[i : i + 1] = self._penalty(ids, logits[i : i + 1])
         return logits.argmax(dim=-1).tolist()
+
+
+def _pad_suffix(states: torch.Tensor, start: int, pad: int) -> torch.Tensor:
+    """Keys or values (1, heads, start + n, dim) with ``pad`` zero positions inserted after the first ``start``."""
+    if pad == 0:
+        return states
+    zeros = states.new_zeros((states.shape[0], states.shape[1], pad, states.shape[3]))
+    return torch.cat([states[:, :, :start], zeros, states[:, :, start:]], dim=2)
 
 
 def _snapshot(cache: Any) -> KVLayers:

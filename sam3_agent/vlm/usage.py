@@ -20,7 +20,6 @@ class VLMUsage:
         requests: conversations answered (a batch counts each of its rows).
         prompt_tokens: tokens in those requests (text and image tokens).
         prefill_tokens: prompt tokens the model actually ran; the rest came from prefix caches.
-        padding_tokens: padding positions run in batched prefill.
         output_tokens: tokens generated (end-of-turn tokens included).
         images_encoded: images run through the vision encoder.
     """
@@ -28,7 +27,6 @@ class VLMUsage:
     requests: int = 0
     prompt_tokens: int = 0
     prefill_tokens: int = 0
-    padding_tokens: int = 0
     output_tokens: int = 0
     images_encoded: int = 0
 
@@ -52,7 +50,6 @@ class UsageCounter:
                 requests=len(requests),
                 prompt_tokens=sum(len(r) for r in requests),
                 prefill_tokens=counters.prefill_tokens,
-                padding_tokens=counters.padding_tokens,
                 output_tokens=sum(len(r.output_ids) for r in rows),
                 images_encoded=counters.images_encoded,
             )
