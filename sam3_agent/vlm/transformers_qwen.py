@@ -18,7 +18,6 @@ import logging
 import queue
 import threading
 import time
-from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
@@ -41,12 +40,16 @@ from .qwen_decode import (
     encode_request,
     supports_config,
 )
-from .qwen_inputs import PreprocessedImages, encode_messages
+from .qwen_inputs import PreprocessedImages, encode_messages, to_chat
+from .qwen_load import (
+    DEFAULT_VLM_MODEL,  # noqa: F401  (re-exported: the model id users see)
+    check_local_folder,
+    generation_error_message,
+    load_error_message,
+)
 from .usage import UsageCounter, VLMUsage
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_VLM_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
 
 # Default bounds on an image's pixel count after resizing: Qwen's recommended range in the
 # Qwen2-VL / Qwen2.5-VL model cards and qwen-vl-utils (min_pixels = 256*28*28, max_pixels =
@@ -172,7 +175,7 @@ class TransformersQwenVLM:
         for label, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
             if value is not None and value < 1:
                 raise InputError(f"{label} must be a positive pixel count, got {value}")
-        _check_local_folder(model_id)
+        check_local_folder(model_id)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -180,7 +183,7 @@ class TransformersQwenVLM:
         try:
             processor = AutoProcessor.from_pretrained(model_id)
         except (OSError, ValueError) as exc:
-            raise BackendError(_load_error_message(model_id, device, exc)) from exc
+            raise BackendError(load_error_message(model_id, device, exc)) from exc
         image_size = default_image_size(processor.image_processor.size, min_pixels, max_pixels)
         if image_size["shortest_edge"] > image_size["longest_edge"]:
             raise InputError(
@@ -194,7 +197,7 @@ class TransformersQwenVLM:
             if not placement:
                 model = model.to(device)
         except (OSError, ValueError, RuntimeError, AssertionError) as exc:
-            raise BackendError(_load_error_message(model_id, device, exc)) from exc
+            raise BackendError(load_error_message(model_id, device, exc)) from exc
         model.eval()
         logger.info(
             "loaded VLM %s on %s (%s) in %.1f s; image pixels %s",
@@ -308,9 +311,9 @@ class TransformersQwenVLM:
     ) -> list[Generation]:
         """Answer several independent conversations in one batch; one ``Generation`` per conversation, in order.
 
-        Greedy outputs equal those of ``stream`` on each conversation alone. Prompts are padded on
-        the left of the part they do not share; with ``prefix_cache`` their common prefix is run
-        once (and kept for later batches). When ``stop`` is set, unfinished rows end with
+        Greedy outputs equal those of ``stream`` on each conversation alone. Each prompt runs on its
+        own after the prefix they share (with ``prefix_cache`` that prefix is run once and kept for
+        later batches); the rows then decode together, one step for all (see ``qwen_decode``). When ``stop`` is set, unfinished rows end with
         ``finish_reason="cancelled"`` (all rows, with empty text, when set before the model started).
 
         Raises:
@@ -419,7 +422,7 @@ class TransformersQwenVLM:
                     with torch.inference_mode():
                         self._cached.ensure_prefix(request, len(ids), True, counters)
                 except Exception as exc:
-                    raise BackendError(_generation_error_message(self.name, exc)) from exc
+                    raise BackendError(generation_error_message(self.name, exc)) from exc
         self._usage.add_prefill(counters)
         return counters.prefill_tokens
 
@@ -477,7 +480,7 @@ class TransformersQwenVLM:
         worker.start()
         worker.join()
         if "error" in outcome:
-            raise BackendError(_generation_error_message(self.name, outcome["error"])) from outcome["error"]
+            raise BackendError(generation_error_message(self.name, outcome["error"])) from outcome["error"]
         return outcome["rows"]
 
     def _stream_cached(self, request: EncodedRequest, limit: int, stop: threading.Event) -> Iterator[StreamItem]:
@@ -517,7 +520,7 @@ class TransformersQwenVLM:
             abandoned.set()  # no-op when decoding already ended; stops it when the consumer left early
             worker.join()
         if "error" in outcome:
-            raise BackendError(_generation_error_message(self.name, outcome["error"])) from outcome["error"]
+            raise BackendError(generation_error_message(self.name, outcome["error"])) from outcome["error"]
         yield from collector.finish()
         row = outcome["rows"][0]
         self._usage.add(counters, [request], outcome["rows"])
@@ -567,7 +570,7 @@ class TransformersQwenVLM:
             abandoned.set()  # no-op when generation already ended; stops it when the consumer left early
             worker.join()
         if "error" in outcome:
-            raise BackendError(_generation_error_message(self.name, outcome["error"])) from outcome["error"]
+            raise BackendError(generation_error_message(self.name, outcome["error"])) from outcome["error"]
 
         new_tokens = outcome["sequences"][0, prompt_tokens:]
         output_tokens = int(new_tokens.shape[0])
@@ -679,86 +682,3 @@ class _EventStopper:
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         done = self._stop.is_set() or self._abandoned.is_set()
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
-
-
-def to_chat(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Convert messages to the processor's chat format.
-
-    A message with exactly one text part gets a plain string as content (the form every Qwen
-    template handles for every role); other messages get a list of
-    ``{"type": "image", "image": PIL}`` / ``{"type": "text", "text": str}`` items in order.
-    """
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        parts = message.parts
-        if len(parts) == 1 and isinstance(parts[0], TextPart):
-            content: Any = parts[0].text
-        else:
-            content = []
-            for part in parts:
-                if isinstance(part, ImagePart):
-                    content.append({"type": "image", "image": part.image})
-                elif isinstance(part, TextPart):
-                    content.append({"type": "text", "text": part.text})
-                else:
-                    raise TypeError(f"unsupported message part {type(part).__name__}: use TextPart or ImagePart")
-        chat.append({"role": message.role, "content": content})
-    return chat
-
-
-def _looks_like_path(model_id: str) -> bool:
-    """True for ids that can only be a local folder (absolute, relative or home paths)."""
-    return model_id.startswith(("/", "./", "../", "~", "\\")) or model_id.count("/") > 1 or (
-        len(model_id) > 1 and model_id[1] == ":"
-    )
-
-
-def _check_local_folder(model_id: str) -> None:
-    """Fail early and clearly for a local folder that is missing or holds no model."""
-    path = Path(model_id).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise BackendError(
-                f"the folder {model_id} holds no model (no config.json): pass a folder saved with "
-                "save_pretrained (model + processor) or a Hub id such as " + DEFAULT_VLM_MODEL
-            )
-        return
-    if _looks_like_path(model_id) or path.exists():
-        raise BackendError(
-            f"the model folder {model_id} does not exist: check the path, or pass a Hub id such as "
-            + DEFAULT_VLM_MODEL
-        )
-
-
-def _load_error_message(model_id: str, device: str, exc: BaseException) -> str:
-    """A one-paragraph explanation of a failed load, naming the model and the fixes."""
-    text = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
-    lowered = str(exc).lower()
-    if _is_out_of_memory(exc):
-        return (
-            f"{model_id} does not fit in memory on {device}: use a smaller model (e.g. Qwen/Qwen3-VL-2B-Instruct) "
-            f"or another device ({text})"
-        )
-    if "cuda" in lowered and ("driver" in lowered or "not compiled" in lowered or "no cuda" in lowered):
-        return f"cannot load {model_id} on {device}: no usable CUDA device; pass device='cpu' ({text})"
-    return (
-        f"cannot load the VLM {model_id}: {text}. Check the model id (e.g. {DEFAULT_VLM_MODEL}) or pass a local "
-        "folder saved with save_pretrained; for a gated or private repository log in with `hf auth login`; "
-        "offline (HF_HUB_OFFLINE=1) only works when the Hugging Face cache already holds the files."
-    )
-
-
-def _is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    lowered = str(exc).lower()
-    return "out of memory" in lowered or "can't allocate memory" in lowered
-
-
-def _generation_error_message(name: str, exc: BaseException) -> str:
-    if _is_out_of_memory(exc):
-        return (
-            f"{name} ran out of memory while generating: reduce max_pixels (fewer image tokens), "
-            f"max_new_tokens, or use a smaller model ({type(exc).__name__}: {exc})"
-        )
-    return f"{name} failed while generating: {type(exc).__name__}: {exc}"

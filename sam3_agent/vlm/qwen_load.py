@@ -1,0 +1,75 @@
+"""Loading checks and error messages for local Qwen-VL models: what went wrong, named, with the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..errors import BackendError
+
+DEFAULT_VLM_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
+
+
+def _looks_like_path(model_id: str) -> bool:
+    """True for ids that can only be a local folder (absolute, relative or home paths)."""
+    return model_id.startswith(("/", "./", "../", "~", "\\")) or model_id.count("/") > 1 or (
+        len(model_id) > 1 and model_id[1] == ":"
+    )
+
+
+def check_local_folder(model_id: str) -> None:
+    """Fail early and clearly for a local folder that is missing or holds no model.
+
+    Raises:
+        BackendError: the folder is missing, or holds no ``config.json``.
+    """
+    path = Path(model_id).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise BackendError(
+                f"the folder {model_id} holds no model (no config.json): pass a folder saved with "
+                "save_pretrained (model + processor) or a Hub id such as " + DEFAULT_VLM_MODEL
+            )
+        return
+    if _looks_like_path(model_id) or path.exists():
+        raise BackendError(
+            f"the model folder {model_id} does not exist: check the path, or pass a Hub id such as "
+            + DEFAULT_VLM_MODEL
+        )
+
+
+def load_error_message(model_id: str, device: str, exc: BaseException) -> str:
+    """A one-paragraph explanation of a failed load, naming the model and the fixes."""
+    text = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+    lowered = str(exc).lower()
+    if _is_out_of_memory(exc):
+        return (
+            f"{model_id} does not fit in memory on {device}: use a smaller model (e.g. Qwen/Qwen3-VL-2B-Instruct) "
+            f"or another device ({text})"
+        )
+    if "cuda" in lowered and ("driver" in lowered or "not compiled" in lowered or "no cuda" in lowered):
+        return f"cannot load {model_id} on {device}: no usable CUDA device; pass device='cpu' ({text})"
+    return (
+        f"cannot load the VLM {model_id}: {text}. Check the model id (e.g. {DEFAULT_VLM_MODEL}) or pass a local "
+        "folder saved with save_pretrained; for a gated or private repository log in with `hf auth login`; "
+        "offline (HF_HUB_OFFLINE=1) only works when the Hugging Face cache already holds the files."
+    )
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    """True for CUDA or host out-of-memory errors, whatever their type."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    lowered = str(exc).lower()
+    return "out of memory" in lowered or "can't allocate memory" in lowered
+
+
+def generation_error_message(name: str, exc: BaseException) -> str:
+    """One line for a failed generation; out-of-memory errors say what to reduce."""
+    if _is_out_of_memory(exc):
+        return (
+            f"{name} ran out of memory while generating: reduce max_pixels (fewer image tokens), "
+            f"max_new_tokens, or use a smaller model ({type(exc).__name__}: {exc})"
+        )
+    return f"{name} failed while generating: {type(exc).__name__}: {exc}"
