@@ -67,7 +67,7 @@ def test_small_preset_has_real_sequence_lengths(small):
     assert 1400 < system_turn.shape[0] < 1800  # the real prompt's size in Qwen tokens (tiny BPE: over 3000)
     config = small.model.config
     assert (config.text_config.hidden_size, config.text_config.num_hidden_layers, config.vision_config.depth) == (
-        128, 2, 1)
+        128, 36, 1)
 
 
 # ---------------------------------------------------------------- benchmark doubles and one comparison
