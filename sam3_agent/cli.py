@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"refuse input images with more pixels than this (default {MAX_PIXELS:,})")
     run.add_argument("--verify-batch-size", type=int, default=8,
                      help="masks verified per batched VLM call (1: one by one; same verdicts either way)")
+    run.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
+                     help="recompute every prompt in full (same output, slower; saves the KV caches' memory)")
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
     export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
@@ -184,6 +186,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         max_pixels=args.max_pixels,
         max_new_tokens=args.max_new_tokens,
         tiny_vlm_kind=args.tiny_vlm,
+        prefix_cache=args.prefix_cache,
     )
     out = Path(args.out)
     try:

@@ -64,6 +64,7 @@ class BackendSettings:
         min_pixels / max_pixels: bounds on the pixels of each image given to the local VLM.
         max_new_tokens: token budget of each VLM call (``None``: backend default).
         tiny_vlm_kind: which tiny VLM architecture the ``tiny`` preset uses.
+        prefix_cache: reuse prompt-prefix KV caches in the local VLM (same greedy output; off saves its memory).
     """
 
     preset: Preset = "real"
@@ -78,6 +79,7 @@ class BackendSettings:
     max_pixels: int | None = None
     max_new_tokens: int | None = None
     tiny_vlm_kind: TinyVlmKind = "qwen3_vl"
+    prefix_cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -92,12 +94,13 @@ class Backends:
 
 @functools.lru_cache(maxsize=4)
 def _local_vlm(model: str, device: str | None, min_pixels: int | None, max_pixels: int | None,
-               max_new_tokens: int) -> VLM:
+               max_new_tokens: int, prefix_cache: bool = True) -> VLM:
     from .vlm.transformers_qwen import TransformersQwenVLM
 
     check_model_source(model, "VLM")
     return TransformersQwenVLM.from_pretrained(
-        model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, max_new_tokens=max_new_tokens
+        model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, max_new_tokens=max_new_tokens,
+        prefix_cache=prefix_cache,
     )
 
 
@@ -168,12 +171,14 @@ def build_backends(settings: BackendSettings) -> Backends:
         record["vlm_model"] = settings.vlm_server_model
         record["vlm_server"] = settings.vlm_server
     else:
-        vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, settings.max_pixels, max_new_tokens)
+        vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, settings.max_pixels, max_new_tokens,
+                         settings.prefix_cache)
         verifier = vlm
         _prefill_system_prompts(vlm)
         record["vlm_model"] = vlm_id
         record["min_pixels"] = settings.min_pixels
         record["max_pixels"] = settings.max_pixels
+        record["prefix_cache"] = settings.prefix_cache
     record["max_new_tokens"] = max_new_tokens
     return Backends(vlm, verifier, segmenter, record)
 

@@ -90,6 +90,19 @@ def test_tiny_vlm_run_ends_with_budget_and_still_writes_outputs(tmp_path, capsys
     assert (out / "final_overlay.png").exists()
 
 
+def test_no_prefix_cache_gives_the_same_rounds_and_is_recorded(tmp_path, capsys):
+    rounds = {}
+    for flag in ([], ["--no-prefix-cache"]):
+        out = tmp_path / ("off" if flag else "on")
+        code, _, _ = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the cup", "--out", str(out),
+                              "--max-rounds", "2", "--max-new-tokens", "12", *flag], capsys)
+        assert code == 4
+        trace = load_trace(out)
+        assert trace.settings["prefix_cache"] is (not flag)
+        rounds[bool(flag)] = [r.output for r in trace.rounds]
+    assert len(rounds[False]) == 2 and rounds[True] == rounds[False]  # greedy text identical with and without
+
+
 def test_not_an_image_is_exit_2_with_one_line(tmp_path, capsys):
     bad = tmp_path / "notes.txt"
     bad.write_text("hello")

@@ -12,3 +12,11 @@ def test_local_vlm_has_both_system_prompts_cached_after_build():
     # already computed by build_backends: nothing left to prefill
     assert backends.vlm.prefill_system_prompts([prompts.main_system, prompts.verify_system]) == 0
     assert backends.vlm.prefill_system_prompts(["a system prompt never seen before"]) > 0
+
+
+def test_prefix_cache_can_be_turned_off_and_is_recorded():
+    on = build_backends(BackendSettings(preset="tiny"))
+    off = build_backends(BackendSettings(preset="tiny", prefix_cache=False))
+    assert (on.settings["prefix_cache"], off.settings["prefix_cache"]) == (True, False)
+    assert on.vlm.prefix_store is not None and off.vlm.prefix_store is None
+    assert off.vlm.prefill_system_prompts(["a system prompt never seen before"]) == 0  # nothing is kept
