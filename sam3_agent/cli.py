@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 from .agent import DEFAULT_MAX_ROUNDS, Agent, AgentConfig
 from .errors import BackendError, InputError, Sam3AgentError
@@ -250,20 +250,29 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
     if not (args.coco or args.png_dir or args.bundle):
         stderr.write("error: nothing to write: give --coco FILE, --png-dir DIR and/or --bundle FILE\n")
         return EXIT_INPUT
+    def writing(flag: str, path: str, write: Callable[[], Any]) -> Any:
+        try:
+            return write()
+        except OSError as error:
+            raise InputError(f"cannot write {flag} {path}: {error.strerror or error}; choose another path") from None
+
     try:
-        trace = load_trace_or_bundle(args.trace)
+        try:
+            trace = load_trace_or_bundle(args.trace)
+        except OSError as error:
+            raise InputError(f"cannot read {args.trace}: {error.strerror or error}") from None
         state = EditState.from_trace(trace)
         items = state.corrected_items()
         width, height = trace.image.size
         written = []
         if args.coco:
-            written.append(write_coco(coco_document(items, width, height), args.coco))
+            written.append(writing("--coco", args.coco, lambda: write_coco(coco_document(items, width, height), args.coco)))
         if args.png_dir:
-            pngs = write_mask_pngs(items, args.png_dir)
+            pngs = writing("--png-dir", args.png_dir, lambda: write_mask_pngs(items, args.png_dir))
             written.append(f"{len(pngs)} PNG(s) in {args.png_dir}")
         if args.bundle:
-            written.append(write_bundle(trace, args.bundle, state))
-    except (Sam3AgentError, OSError) as error:
+            written.append(writing("--bundle", args.bundle, lambda: write_bundle(trace, args.bundle, state)))
+    except Sam3AgentError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_INPUT
     for note in state.notes():
