@@ -216,7 +216,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     if args.preset == "tiny":
         what = "masks" if args.script else "masks and text"
         stdout.write(f"Note: the tiny preset's models have random weights; their {what} mean nothing.\n")
-    agent_run = agent.start(image, args.query)
+    agent_run = agent.start(image, args.query, image_name=args.image)
     try:
         printer = EventPrinter(stdout)
         for event in agent_run:
@@ -241,6 +241,7 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
     from .edits import EditState
     from .export import (
         coco_document,
+        coco_file_name,
         load_trace_or_bundle,
         write_bundle,
         write_coco,
@@ -266,7 +267,8 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
         width, height = trace.image.size
         written = []
         if args.coco:
-            written.append(writing("--coco", args.coco, lambda: write_coco(coco_document(items, width, height), args.coco)))
+            document = coco_document(items, width, height, file_name=coco_file_name(trace))
+            written.append(writing("--coco", args.coco, lambda: write_coco(document, args.coco)))
         if args.png_dir:
             pngs = writing("--png-dir", args.png_dir, lambda: write_mask_pngs(items, args.png_dir))
             written.append(f"{len(pngs)} PNG(s) in {args.png_dir}")

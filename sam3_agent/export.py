@@ -2,7 +2,7 @@
 
 COCO document for one image (loads with ``pycocotools.coco.COCO``)::
 
-    images       [{id: 1, file_name, width, height}]
+    images       [{id: 1, file_name, width, height}]   file_name: the input's (``coco_file_name``)
     categories   [{id, name}]   one per distinct label, in order of first use, ids from 1
     annotations  [{id, image_id: 1, category_id, segmentation: {size: [H, W], counts: str}, bbox: [x, y, w, h]
                    (pixels), area (pixels), iscrowd: 0, score (only where SAM 3 produced the pixels),
@@ -53,6 +53,14 @@ TRACE_PREFIX = "trace/"
 
 
 # ------------------------------------------------------------------ COCO
+
+
+def coco_file_name(trace: Trace) -> str:
+    """The ``file_name`` a standalone COCO export gives the image: the input's file name, else ``"image.png"``.
+
+    (Inside a bundle the image is the bundle's ``image.png``, so its COCO files name that.)
+    """
+    return trace.image_name or "image.png"
 
 
 def coco_document(

@@ -44,6 +44,15 @@ def image_digest(image: Image.Image) -> str:
     return h.hexdigest()
 
 
+def file_name_of(path: str | Path | None) -> str | None:
+    """The file name of ``path`` without its folders (``"/tmp/x/coffee.jpg"`` -> ``"coffee.jpg"``), with control
+    characters removed and at most 255 characters; ``None`` for ``None``, non-strings or an empty name."""
+    if not isinstance(path, (str, Path)):
+        return None
+    name = "".join(c for c in str(path).replace("\\", "/").rsplit("/", 1)[-1] if c.isprintable())[:255].strip()
+    return name or None
+
+
 def load_image(source: ImageSource, max_pixels: int = MAX_PIXELS) -> Image.Image:
     """Load and normalise an image for the agent.
 

@@ -25,6 +25,7 @@ from PIL import Image
 
 from .edits import op_from_json, op_to_json
 from .errors import TraceFormatError
+from .images import file_name_of
 from .masks import decode_rle, encode_rle
 from .types import (
     SCHEMA_VERSION,
@@ -172,6 +173,8 @@ def trace_to_json(trace: Trace) -> tuple[dict[str, Any], dict[str, Image.Image]]
         "final_masks": writer.masks(trace.final_masks),
         "edits": [op_to_json(op) for op in trace.edits],
     }
+    if trace.image_name is not None:
+        document["image_name"] = trace.image_name
     return document, writer.images
 
 
@@ -351,6 +354,7 @@ def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
             finished_at=None if document["finished_at"] is None else float(document["finished_at"]),
             schema_version=int(version),
             edits=_read_edits(document.get("edits", [])),
+            image_name=file_name_of(document.get("image_name")),
         )
     except TraceFormatError:
         raise

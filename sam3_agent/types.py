@@ -294,6 +294,8 @@ class Trace:
         schema_version: version of the saved format.
         edits: hand corrections made after the run, in order (``edits.EditOp`` records), applied ON TOP OF
             ``final_masks``, which is never overwritten; ``edits.EditState.from_trace`` replays them.
+        image_name: the input image's file name (no folder, e.g. ``"coffee.jpg"``) when it came from a
+            file, else ``None``; COCO exports record it as the image's ``file_name``.
     """
 
     query: str
@@ -308,6 +310,7 @@ class Trace:
     finished_at: float | None = None
     schema_version: int = SCHEMA_VERSION
     edits: list["EditOp"] = field(default_factory=list)
+    image_name: str | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
@@ -325,6 +328,7 @@ class Trace:
             and self.finished_at == other.finished_at
             and self.schema_version == other.schema_version
             and list(self.edits) == list(other.edits)
+            and self.image_name == other.image_name
         )
 
 

@@ -103,6 +103,18 @@ def test_no_prefix_cache_gives_the_same_rounds_and_is_recorded(tmp_path, capsys)
     assert len(rounds[False]) == 2 and rounds[True] == rounds[False]  # greedy text identical with and without
 
 
+def test_the_input_file_name_is_recorded_and_named_in_coco_exports(tmp_path, capsys, script_file):
+    out = tmp_path / "out"
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the spoon", "--out", str(out),
+                               "--script", str(script_file)], capsys)
+    assert code == 0, stderr
+    assert load_trace(out).image_name == "coffee.jpg"
+    code, _, stderr = run_cli(["export", str(out), "--coco", str(tmp_path / "coco.json")], capsys)
+    assert code == 0, stderr
+    images = json.loads((tmp_path / "coco.json").read_text())["images"]
+    assert images == [{"id": 1, "file_name": "coffee.jpg", "width": 600, "height": 400}]
+
+
 def test_not_an_image_is_exit_2_with_one_line(tmp_path, capsys):
     bad = tmp_path / "notes.txt"
     bad.write_text("hello")

@@ -13,7 +13,7 @@ import pytest
 from PIL import ExifTags, Image
 
 from sam3_agent.errors import InputError
-from sam3_agent.images import MAX_PIXELS, MIN_SIDE, image_digest, load_image
+from sam3_agent.images import MAX_PIXELS, MIN_SIDE, file_name_of, image_digest, load_image
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 ORIENTATION = ExifTags.Base.Orientation
@@ -253,3 +253,18 @@ def test_image_digest_hashes_mode_size_and_pixels(photo):
     assert image_digest(photo) == expected
     assert image_digest(load_image(photo)) == expected
     assert image_digest(photo.convert("L")) != expected
+
+
+@pytest.mark.parametrize("path, name", [
+    ("/tmp/gradio/3f2a/coffee.jpg", "coffee.jpg"),
+    ("coffee.jpg", "coffee.jpg"),
+    ("C:\\Users\\me\\Pictures\\cat photo.png", "cat photo.png"),
+    ("a\x00b\n.png", "ab.png"),
+    ("/tmp/folder/", None),
+    ("", None),
+    (None, None),
+    (42, None),
+    ("x" * 300 + ".png", "x" * 255),
+])
+def test_file_name_of_keeps_only_a_printable_file_name(path, name):
+    assert file_name_of(path) == name

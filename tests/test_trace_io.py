@@ -115,3 +115,14 @@ def test_saving_into_a_used_folder_removes_images_of_the_old_trace(full_trace, s
     save_trace(short, tmp_path)
     assert sorted(p.name for p in (tmp_path / "images").iterdir()) == ["raw.png"]
     assert load_trace(tmp_path) == short
+
+
+def test_image_name_round_trips_and_old_traces_without_it_load(full_trace, tmp_path):
+    full_trace.image_name = "astronaut.jpg"
+    save_trace(full_trace, tmp_path / "named")
+    assert load_trace(tmp_path / "named").image_name == "astronaut.jpg"
+    assert load_trace_zip(trace_to_zip_bytes(full_trace)) == full_trace
+    document = json.loads((tmp_path / "named" / "trace.json").read_text())
+    del document["image_name"]  # written before the field existed
+    (tmp_path / "named" / "trace.json").write_text(json.dumps(document))
+    assert load_trace(tmp_path / "named").image_name is None

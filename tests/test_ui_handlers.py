@@ -82,6 +82,7 @@ def test_downloads_hold_coco_masks_and_the_trace(tmp_path):
     assert decode_rle([results[0]["segmentation"]]).shape == (1, 512, 512)
     trace = load_trace(zip_path)
     assert trace.status == "done" and trace.query == "the child on the left" and len(trace.rounds) == 4
+    assert trace.image_name == "astronaut.jpg"  # the uploaded file's name, for COCO exports
 
 
 def test_every_run_replays_the_script_from_the_start(tmp_path):

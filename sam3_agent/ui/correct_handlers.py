@@ -21,7 +21,7 @@ import gradio as gr
 import numpy as np
 
 from ..errors import BackendError, InputError, TraceFormatError
-from ..export import coco_document, write_bundle, write_coco, write_mask_pngs
+from ..export import coco_document, coco_file_name, write_bundle, write_coco, write_mask_pngs
 from ..trace_io import MAX_ZIP_BYTES, trace_to_zip_bytes
 from ..types import Trace
 from . import correct
@@ -289,7 +289,8 @@ class CorrectHandlers:
 def write_corrected_coco(session: CorrectSession, folder: Path) -> Path:
     """``folder/corrected_masks.json``: COCO of the masks neither hidden, deleted nor empty."""
     width, height = session.trace.image.size
-    return write_coco(coco_document(session.state.corrected_items(), width, height), folder / COCO_FILE)
+    document = coco_document(session.state.corrected_items(), width, height, file_name=coco_file_name(session.trace))
+    return write_coco(document, folder / COCO_FILE)
 
 
 def write_corrected_pngs(session: CorrectSession, folder: Path) -> Path:

@@ -180,7 +180,7 @@ class Handlers:
         if image is None or (isinstance(image, str) and not image):
             raise InputError("add an image first: upload, paste or pick an example")
         agent = self.factory.new_agent(int(max_rounds), float(score_threshold))
-        return agent.start(load_image(image), query or "")
+        return agent.start(load_image(image), query or "", image_name=image if isinstance(image, str) else None)
 
     def run(
         self,

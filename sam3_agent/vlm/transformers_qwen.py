@@ -313,8 +313,9 @@ class TransformersQwenVLM:
 
         Greedy outputs equal those of ``stream`` on each conversation alone. Each prompt runs on its
         own after the prefix they share (with ``prefix_cache`` that prefix is run once and kept for
-        later batches); the rows then decode together, one step for all (see ``qwen_decode``). When ``stop`` is set, unfinished rows end with
-        ``finish_reason="cancelled"`` (all rows, with empty text, when set before the model started).
+        later batches); the rows then decode together, one step for all (see ``qwen_decode``). When
+        ``stop`` is set, unfinished rows end with ``finish_reason="cancelled"`` (all rows, with empty
+        text, when set before the model started).
 
         Raises:
             BackendError: preprocessing or generation failed.
