@@ -45,6 +45,7 @@ from .vlm.base import VLM
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROUNDS = 30
+MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and library alike)
 CONTROL_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")  # Qwen's <|im_end|>, <|vision_start|>, ...
 MAX_QUERY_CHARS = 2000
 
@@ -54,7 +55,7 @@ class AgentConfig:
     """Limits and thresholds of a run.
 
     Attributes:
-        max_rounds: round budget; every main VLM call counts, mistakes included.
+        max_rounds: round budget, 1 to ``MAX_ROUNDS_LIMIT``; every main VLM call counts, mistakes included.
         score_threshold: SAM 3 score below which masks are dropped (reference agent: 0.5).
         iom_threshold: intersection-over-smaller-area above which the lower-scoring mask is dropped
             (reference agent: 0.3).
@@ -72,8 +73,8 @@ class AgentConfig:
     verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE
 
     def __post_init__(self) -> None:
-        if self.max_rounds < 1:
-            raise InputError(f"max_rounds must be at least 1, got {self.max_rounds}")
+        if not 1 <= self.max_rounds <= MAX_ROUNDS_LIMIT:
+            raise InputError(f"max_rounds must be between 1 and {MAX_ROUNDS_LIMIT}, got {self.max_rounds}")
         if not 0.0 <= self.score_threshold <= 1.0:
             raise InputError(f"score_threshold must be in [0, 1], got {self.score_threshold}")
         if not 0.0 <= self.iom_threshold <= 1.0:

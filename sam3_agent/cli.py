@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from .agent import DEFAULT_MAX_ROUNDS, Agent, AgentConfig
+from .agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT, Agent, AgentConfig
 from .errors import BackendError, InputError, Sam3AgentError
 from .images import MAX_PIXELS, load_image
 from .masks import to_coco_results
@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
                      help="architecture of the tiny VLM (with --preset tiny)")
     run.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
-    run.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS, help="round budget (default 30)")
+    run.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS,
+                     help=f"round budget, 1 to {MAX_ROUNDS_LIMIT} (default {DEFAULT_MAX_ROUNDS})")
     run.add_argument("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
     run.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")

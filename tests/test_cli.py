@@ -115,6 +115,14 @@ def test_the_input_file_name_is_recorded_and_named_in_coco_exports(tmp_path, cap
     assert images == [{"id": 1, "file_name": "coffee.jpg", "width": 600, "height": 400}]
 
 
+@pytest.mark.parametrize("rounds", ["0", "101"])
+def test_round_budget_outside_1_to_100_is_exit_2_naming_the_bounds(tmp_path, capsys, script_file, rounds):
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the spoon",
+                               "--out", str(tmp_path / "out"), "--script", str(script_file), "--max-rounds", rounds], capsys)
+    assert code == 2
+    assert stderr.strip().splitlines() == [f"error: max_rounds must be between 1 and 100, got {rounds}"]
+
+
 def test_not_an_image_is_exit_2_with_one_line(tmp_path, capsys):
     bad = tmp_path / "notes.txt"
     bad.write_text("hello")

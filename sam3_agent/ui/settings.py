@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..agent import DEFAULT_MAX_ROUNDS
+from ..agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
 from ..errors import InputError
 from ..presets import BackendSettings
 from ..segmenter import DEFAULT_SCORE_THRESHOLD
@@ -20,7 +20,6 @@ from ..segmenter import DEFAULT_SCORE_THRESHOLD
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_CONCURRENCY = 1  # one GPU: one run at a time; others wait in the queue
-MAX_ROUNDS_LIMIT = 100  # upper end of the round-budget slider
 
 # flag destination -> environment variable
 ENVIRONMENT: dict[str, str] = {
