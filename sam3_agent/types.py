@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 import numpy as np
 from PIL import Image
 
+from .images import image_digest
+
 if TYPE_CHECKING:  # edits.py builds on these records; imported for annotations only
     from .edits import EditOp
 
@@ -46,6 +48,14 @@ class ImagePart:
 
     image: Image.Image
     name: str
+    _digest: str | None = field(default=None, init=False, repr=False)
+
+    @property
+    def digest(self) -> str:
+        """``images.image_digest`` of ``image``, computed on first use (the image is never changed in place)."""
+        if self._digest is None:
+            object.__setattr__(self, "_digest", image_digest(self.image))
+        return self._digest  # type: ignore[return-value]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ImagePart) and self.name == other.name and images_equal(self.image, other.image)

@@ -199,7 +199,7 @@ def test_sigterm_during_a_run_still_writes_a_cancelled_trace(tmp_path):
     out = tmp_path / "out"
     process = subprocess.Popen(
         [sys.executable, "-m", "sam3_agent", "run", "--preset", "tiny", "--image", COFFEE, "--query", "the cup",
-         "--out", str(out), "--max-rounds", "1000", "--max-new-tokens", "12"],
+         "--out", str(out), "--max-rounds", "100", "--max-new-tokens", "12"],
         cwd=ASSETS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     for line in process.stdout:

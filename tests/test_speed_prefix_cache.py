@@ -251,17 +251,18 @@ def test_model_failures_on_the_cached_path_become_backend_errors(plain, images, 
 
 
 def test_preprocessed_inputs_equal_the_processors(plain, images):
-    from sam3_agent.vlm.qwen_inputs import PreprocessedImages, encode_messages
+    from sam3_agent.vlm.qwen_inputs import PreprocessedImages, TextIds, encode_messages
     from sam3_agent.vlm.transformers_qwen import to_chat
 
-    cache = PreprocessedImages()
+    cache, texts = PreprocessedImages(), TextIds()
     for messages in run_rounds(images["coffee"])[1:4]:
         pictures = [p.image for m in messages for p in m.parts if isinstance(p, ImagePart)]
-        ours = encode_messages(plain.processor, to_chat(messages), pictures, plain.image_size, cache)
+        ours = encode_messages(plain.processor, to_chat(messages), pictures, plain.image_size, cache, texts=texts)
         theirs = plain.encode(messages)
         assert ours is not None
-        for key in ("input_ids", "attention_mask", "pixel_values", "image_grid_thw"):
+        for key in ("input_ids", "attention_mask", "image_grid_thw"):
             assert torch.equal(ours[key], theirs[key]), key
+        assert torch.equal(torch.cat(ours["image_pixels"]), theirs["pixel_values"])
     assert (cache.misses, cache.hits) == (4, 2)  # the raw image once, each overlay once
     assert cache.info()[0] == 4
 
@@ -282,3 +283,24 @@ def test_unset_bounds_take_the_tighter_of_checkpoint_and_defaults():
     assert default_image_size(unknown, None, None) == {"shortest_edge": 200_704, "longest_edge": 1_003_520}
     assert default_image_size(qwen3_vl, None, 50_000) == {"shortest_edge": 50_000, "longest_edge": 50_000}
     assert default_image_size(qwen3_vl, 4096, 8192) == {"shortest_edge": 4096, "longest_edge": 8192}
+
+
+def test_text_id_cache_is_bounded_by_entries_and_characters():
+    from sam3_agent.vlm.qwen_inputs import TextIds
+
+    calls = []
+
+    def tokenizer(text, add_special_tokens):
+        calls.append(text)
+        return {"input_ids": [len(text)]}
+
+    texts = TextIds(max_entries=2, max_chars=10)
+    assert [texts.get(tokenizer, t) for t in ("ab", "cde", "ab")] == [[2], [3], [2]]
+    assert calls == ["ab", "cde"]  # "ab" came from the cache
+    texts.get(tokenizer, "f")  # third entry: the least recently used ("cde") goes
+    texts.get(tokenizer, "cde")
+    assert calls == ["ab", "cde", "f", "cde"]
+    texts.get(tokenizer, "x" * 11)  # longer than the whole bound: returned, never kept
+    texts.get(tokenizer, "x" * 11)
+    assert calls[-2:] == ["x" * 11, "x" * 11]
+    assert texts.get(tokenizer, "") == [] and calls[-1] == "x" * 11  # empty text needs no tokenizer

@@ -125,3 +125,30 @@ def test_six_mask_segmenter_still_runs_sam3(tmp_path_factory):
     segmenter.segment(image, "mug")
     assert len(masks) == 6 and masks.phrase == "cup"
     assert sam3.encode_count == 1 and segmenter.seconds > 0
+
+
+def test_piecewise_encoding_equals_the_processor_with_the_real_tokenizer(small):
+    import torch
+
+    from sam3_agent.render import render_single_mask, render_zoom_view
+    from sam3_agent.verify import verification_messages
+    from sam3_agent.vlm.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
+
+    astronaut = load_image(ASSETS / "astronaut.jpg")
+    mask = fixed_masks(astronaut.width, astronaut.height).masks[0]
+    verify = verification_messages(PROMPTS, astronaut, "the helmet", ImagePart(render_single_mask(astronaut, mask),
+                                   "round1_mask1_view"), ImagePart(render_zoom_view(astronaut, mask), "round1_mask1_zoom"), 1)
+    tricky = [Message("system", (TextPart(PROMPTS.main_system),)),
+              Message("user", (TextPart("naïve café 東京 12 345 "), ImagePart(astronaut, "raw"),
+                               TextPart("  <think>x</think>\n\n after the image 🙂"))),
+              Message("assistant", (TextPart('<tool>{"name": "segment_phrase"}</tool>'),)),
+              Message("user", (ImagePart(astronaut, "again"), TextPart("")))]
+    images, texts = PreprocessedImages(), TextIds()
+    for messages in (verify, tricky, verify):
+        pictures = [p.image for m in messages for p in m.parts if isinstance(p, ImagePart)]
+        ours = encode_messages(small.processor, to_chat(messages), pictures, small.image_size, images, texts=texts)
+        theirs = small.encode(messages)
+        assert ours is not None
+        assert ours["input_ids"].tolist() == theirs["input_ids"].tolist()
+        assert torch.equal(torch.cat(ours["image_pixels"]), theirs["pixel_values"])
+        assert torch.equal(ours["image_grid_thw"], theirs["image_grid_thw"])

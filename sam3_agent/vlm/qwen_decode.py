@@ -90,22 +90,21 @@ class EncodedRequest:
 
     Attributes:
         input_ids: int64 (1, T) on the model's device, each image expanded to its tokens.
-        pixel_values: float (P, C * temporal_patch * patch * patch) patches of all images, or ``None``.
+        image_pixels: per image, float (P_i, C * temporal_patch * patch * patch) patches (views, not copies:
+            only the images a forward pass needs are concatenated).
         image_grid_thw: int64 (I, 3) (t, h, w) patch grid per image, or ``None``.
         tokens: the ids on the CPU with each image's token span and content digest.
         positions: int64 (3, T) mrope positions (t, h, w) of every token.
         delta: a token at index ``t >= T`` (generated) has position ``t + delta`` on all three axes.
-        patch_offsets: image ``i``'s patches are ``pixel_values[patch_offsets[i]:patch_offsets[i + 1]]``.
         system_length: tokens of the system turn the request starts with (0: none known).
     """
 
     input_ids: torch.Tensor
-    pixel_values: torch.Tensor | None
+    image_pixels: tuple[torch.Tensor, ...]
     image_grid_thw: torch.Tensor | None
     tokens: TokenSequence
     positions: torch.Tensor
     delta: int
-    patch_offsets: tuple[int, ...]
     system_length: int = 0
 
     def __len__(self) -> int:
@@ -120,7 +119,8 @@ def encode_request(
 
     Args:
         model: the ``...ForConditionalGeneration`` model (its ``model.get_rope_index`` gives positions).
-        inputs: the processor's ``BatchFeature`` for one request, on the model's device.
+        inputs: the processor's ``BatchFeature`` for one request (or ``qwen_inputs.encode_messages``' output,
+            with per-image ``image_pixels`` instead of ``pixel_values``), on the model's device.
         images: the request's images in the order they appear (their digests key the cache).
         image_token_id: the id of the image placeholder token.
         system_length: tokens of the leading system turn, or 0.
@@ -144,9 +144,13 @@ def encode_request(
         )
         digests = [f"unmatched-{uuid.uuid4().hex}" for _ in starts]
     spans = tuple(ImageSpan(s, e + 1, d) for s, e, d in zip(starts, ends, digests))
-    offsets = [0]
-    for count in counts:
-        offsets.append(offsets[-1] + count)
+    image_pixels = inputs.get("image_pixels")
+    if image_pixels is None:  # the processor's output: all images' patches in one tensor
+        pixel_values, image_pixels, offset = inputs.get("pixel_values"), [], 0
+        if pixel_values is not None:
+            for count in counts:
+                image_pixels.append(pixel_values[offset : offset + count])
+                offset += count
     mm_types = inputs.get("mm_token_type_ids")
     if mm_types is None:
         mm_types = is_image.to(input_ids.device, torch.int32)[None]
@@ -155,12 +159,11 @@ def encode_request(
     )
     return EncodedRequest(
         input_ids=input_ids,
-        pixel_values=inputs.get("pixel_values"),
+        image_pixels=tuple(image_pixels),
         image_grid_thw=grid,
         tokens=TokenSequence(ids, spans),
         positions=positions[:, 0, :],
         delta=int(deltas.flatten()[0]),
-        patch_offsets=tuple(offsets),
         system_length=system_length,
     )
 
@@ -388,10 +391,9 @@ class CachedDecoder:
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, int]:
         """Patches and grids of the images lying in tokens ``[start, end)`` (never cut: see kv_prefix)."""
         chosen = [i for i, span in enumerate(request.tokens.spans) if span.start >= start and span.end <= end]
-        if not chosen or request.pixel_values is None or request.image_grid_thw is None:
+        if not chosen or len(request.image_pixels) != len(request.tokens.spans) or request.image_grid_thw is None:
             return None, None, 0
-        offsets = request.patch_offsets
-        pixels = torch.cat([request.pixel_values[offsets[i] : offsets[i + 1]] for i in chosen])
+        pixels = torch.cat([request.image_pixels[i] for i in chosen])
         return pixels, request.image_grid_thw[chosen], len(chosen)
 
     def _forward(

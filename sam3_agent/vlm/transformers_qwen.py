@@ -23,7 +23,6 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from ..errors import BackendError, InputError
-from ..images import image_digest
 from ..types import Generation, ImagePart, Message, TextPart
 from .base import StreamItem
 from .kv_prefix import (
@@ -40,7 +39,7 @@ from .qwen_decode import (
     encode_request,
     supports_config,
 )
-from .qwen_inputs import PreprocessedImages, encode_messages, to_chat
+from .qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
 from .qwen_load import (
     DEFAULT_VLM_MODEL,  # noqa: F401  (re-exported: the model id users see)
     check_local_folder,
@@ -134,6 +133,7 @@ class TransformersQwenVLM:
         self._batched = CachedDecoder(model, None, self._eos_ids, int(pad)) if exact else None
         self._image_token_id = int(model.config.image_token_id)
         self._images = PreprocessedImages()  # each distinct image is preprocessed once (cached path)
+        self._texts = TextIds()  # each distinct text piece is tokenized once (cached path)
         self._system_ids: dict[str, list[int]] = {}  # system prompt text -> ids of its rendered turn
         self._usage = UsageCounter(record_output_ids)
 
@@ -229,6 +229,7 @@ class TransformersQwenVLM:
         if self.prefix_store is not None:
             self.prefix_store.clear()
         self._images.clear()
+        self._texts.clear()
 
     def prefix_cache_stats(self) -> PrefixCacheStats | None:
         """Entries, pinned entries and bytes of the prefix store, or ``None`` when it is off."""
@@ -384,15 +385,19 @@ class TransformersQwenVLM:
     def _prepare(self, messages: Sequence[Message]) -> EncodedRequest:
         """Tokenize ``messages`` (each distinct image preprocessed once) and describe them for ``CachedDecoder``."""
         try:
-            images = [part.image for message in messages for part in message.parts if isinstance(part, ImagePart)]
-            digests = [image_digest(image) for image in images]
+            parts = [part for message in messages for part in message.parts if isinstance(part, ImagePart)]
+            images = [part.image for part in parts]
+            digests = [part.digest for part in parts]
             encoded = encode_messages(
-                self.processor, to_chat(messages), images, self.image_size, self._images, digests
+                self.processor, to_chat(messages), images, self.image_size, self._images, digests, self._texts
             )
             if encoded is None:
                 inputs = self.encode(messages)
             else:
-                inputs = {k: v.to(self.device) for k, v in encoded.items()}
+                inputs = {
+                    k: tuple(t.to(self.device) for t in v) if isinstance(v, tuple) else v.to(self.device)
+                    for k, v in encoded.items()
+                }
             system_length = self._system_length(messages, inputs["input_ids"][0])
             return encode_request(self.model, inputs, images, self._image_token_id, system_length, digests)
         except (ValueError, TypeError, RuntimeError) as exc:

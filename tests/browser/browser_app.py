@@ -67,7 +67,11 @@ def running_app(log_dir: Path, env_extra: dict[str, str]) -> Iterator[str]:
 @contextlib.contextmanager
 def open_page(url: str, profile: Path, init_script: str | None = None):
     """A Playwright page on ``url`` in headless Chromium (fresh profile, 1600x1000, downloads allowed)."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    # Actions wait up to 30 s (below); assertions default to 5 s, too short on a 2-core machine that is busy
+    # with other work (a first CI run failed waiting 5 s for an overlay that came later).
+    expect.set_options(timeout=30_000)
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
