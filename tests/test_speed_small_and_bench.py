@@ -117,6 +117,29 @@ def test_naive_and_optimised_runs_give_identical_outputs(tmp_path_factory):
     assert sum(1 for line in table.splitlines() if "ratio" in line) == 5
 
 
+def test_scripted_over_model_decodes_as_many_steps_as_the_reply_has_tokens(small, monkeypatch):
+    from sam3_agent.bench.doubles import ScriptedOverModel, reply_steps
+    from sam3_agent.bench.run import MAIN_SCRIPT, verdict_text
+    from sam3_agent.vlm.base import generate
+
+    asked = []
+    real_stream = small.stream
+
+    def stream(messages, *, max_new_tokens=None, stop=None):
+        asked.append(max_new_tokens)
+        return real_stream(messages, max_new_tokens=1, stop=stop)  # one real step is enough to check the plumbing
+
+    monkeypatch.setattr(small, "stream", stream)
+    reply = MAIN_SCRIPT[0]
+    messages = [Message("user", (TextPart("hello"),))]
+    expected = len(small.processor.tokenizer(reply, add_special_tokens=False)["input_ids"]) + 1
+    assert reply_steps(small, reply) == expected and 30 < expected < 60  # real Qwen tokens + end of turn
+    assert generate(ScriptedOverModel(small, lambda _m: reply, None, "s"), messages).text == reply
+    assert generate(ScriptedOverModel(small, lambda _m: reply, 7, "s"), messages).text == reply
+    assert asked == [expected, 7]
+    assert reply_steps(small, verdict_text("Accept")) == reply_steps(small, verdict_text("Reject"))
+
+
 def test_six_mask_segmenter_still_runs_sam3(tmp_path_factory):
     sam3 = Sam3Segmenter.from_pretrained(str(build_tiny_sam3(tmp_path_factory.mktemp("s") / "sam3")))
     segmenter = SixMaskSegmenter(sam3)

@@ -22,10 +22,11 @@ from ..tiny.small import TEXT_HIDDEN, TEXT_LAYERS, build_small_qwen
 from ..types import ImagePart, Message, TextPart
 from ..verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..vlm.transformers_qwen import TransformersQwenVLM
-from .run import PHASES, Setup, compare, format_table, run_mode
+from .costs import model_step_cost, real_width_mlp_cost
+from .doubles import reply_steps
+from .run import MAIN_SCRIPT, PHASES, VERDICTS, Setup, compare, format_table, run_mode, verdict_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-DEFAULT_DECODE_STEPS = 16
 DEFAULT_REPEATS = 3  # best of 3 per mode: a shared CPU makes single timings noisy (1 with --sam3-full)
 DEFAULT_THREADS = 1  # measured on the 2-vCPU dev machine: a 2000x2000 matmul is no faster with 2 threads
 
@@ -63,8 +64,9 @@ def _warm_up(vlm: TransformersQwenVLM, segmenter: Sam3Segmenter | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sam3_agent.bench", description=__doc__)
     parser.add_argument("--image", default=str(ASSETS / "astronaut.jpg"), help="photo to run on (default: astronaut)")
-    parser.add_argument("--decode-steps", type=int, default=DEFAULT_DECODE_STEPS,
-                        help="greedy tokens decoded per VLM request before the scripted text is returned")
+    parser.add_argument("--decode-steps", type=int, default=None,
+                        help="greedy tokens decoded per VLM request before the scripted text is returned "
+                             "(default: as many as the scripted reply has, plus the end of turn)")
     parser.add_argument("--sam3-full", action="store_true",
                         help="run SAM 3 at full architecture size (random weights; about 1 min per image encode on a CPU)")
     parser.add_argument("--verify-batch-size", type=int, default=DEFAULT_VERIFY_BATCH_SIZE,
@@ -82,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     if args.repeat is None:
         args.repeat = 1 if args.sam3_full else DEFAULT_REPEATS
-    if min(args.decode_steps, args.verify_batch_size, args.repeat, args.threads, args.layers) < 1:
+    if min(args.verify_batch_size, args.repeat, args.threads, args.layers) < 1 or (
+        args.decode_steps is not None and args.decode_steps < 1
+    ):
         parser.error("--decode-steps, --verify-batch-size, --repeat, --threads and --layers must be at least 1")
     torch.set_num_threads(args.threads)
 
@@ -118,6 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     system_tokens, _ = _count_tokens(optimised_vlm, [Message("system", (TextPart(prompts.main_system),))])
     model = optimised_vlm.model
     params = sum(p.numel() for p in model.parameters())
+    if args.decode_steps is None:
+        main_steps = [reply_steps(optimised_vlm, text) for text in MAIN_SCRIPT]
+        verify_steps = max(reply_steps(optimised_vlm, verdict_text(w)) for w in set(VERDICTS.values()))
+        steps_text = (f"as many greedy decode steps as its scripted reply has tokens (main {', '.join(map(str, main_steps))}; "
+                      f"verification {verify_steps})")
+    else:
+        steps_text = f"{args.decode_steps} greedy decode steps"
     head = model.lm_head.weight.numel()
     layers = sum(p.numel() for p in model.model.language_model.layers.parameters())
     text = model.config.text_config
@@ -127,9 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"VLM: small Qwen3-VL, {params / 1e6:.0f} M params ({text.num_hidden_layers} layers of width "
         f"{text.hidden_size}), real Qwen tokenizer, pixel bounds "
         f"{optimised_vlm.image_size['shortest_edge']:,}..{optimised_vlm.image_size['longest_edge']:,} px; "
-        f"every request runs its real prefill and {args.decode_steps} greedy decode steps, then returns scripted text\n"
-        f"     output layer = {head / (head + layers):.0%} of the weights a decode step reads "
-        f"(Qwen3-VL-8B: 8%; a larger share makes decoding, which no cache skips, weigh more)\n"
+        f"every request runs its real prefill and {steps_text}, then returns the scripted text\n"
+        f"     output layer = {head / (head + layers):.0%} of the weights a decode step reads (Qwen3-VL-8B: 8%)\n"
     )
     out.write(
         f"SAM 3: {'full size (Sam3Config(), random weights)' if args.sam3_full else 'tiny (random weights)'}, "
@@ -169,9 +179,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"optimised {optimised.phases[examine].tool:.3f} s\n"
     )
     out.write(
-        f"decoding: every request decodes {args.decode_steps} tokens in both modes (naive: 10 requests one by one; "
-        f"optimised: the 4 main requests one by one, the 6 verifications as one batch); no cache can skip decoding, "
-        f"so the main requests' decoding bounds the total speed-up\n"
+        "decoding: the same steps in both modes (naive: 10 requests one by one; optimised: the 4 main requests one "
+        "by one, the 6 verifications as one batch); no cache can skip the main requests' decoding, so the total "
+        "speed-up depends on what a decode step costs next to a prompt token:\n"
+    )
+    small_cost = model_step_cost(optimised_vlm.model)
+    real_costs = {dtype: real_width_mlp_cost(dtype) for dtype in (torch.float32, torch.bfloat16)}
+    out.write(
+        f"     on this machine one decode step costs as much as {small_cost.ratio:.0f} prompt tokens in the small "
+        f"model ({small_cost.decode_step_ms:.1f} ms vs {small_cost.prompt_token_ms:.3f} ms) and "
+        f"{real_costs[torch.float32].ratio:.0f} (float32) / {real_costs[torch.bfloat16].ratio:.0f} (bfloat16) "
+        f"in one MLP of Qwen3-VL-8B's widths; the higher it is, the lower the total speed-up\n"
     )
     checks = compare(naive, optimised, naive_runs + optimised_runs)
     for line in checks.lines():

@@ -39,14 +39,21 @@ def mask_number_of(messages: Sequence[Message]) -> int:
     raise ValueError("not a verification conversation: no image named round<k>_mask<n>_view")
 
 
+def reply_steps(vlm: TransformersQwenVLM, text: str) -> int:
+    """Decode steps the model would take to write ``text``: its tokens plus the end-of-turn token."""
+    return len(vlm.processor.tokenizer(text, add_special_tokens=False)["input_ids"]) + 1
+
+
 class ScriptedOverModel:
-    """Runs ``model`` for real on every request (prefill + ``decode_steps`` greedy tokens), then answers
-    with scripted text.
+    """Runs ``model`` for real on every request (its prefill and greedy decode steps), then answers with
+    scripted text.
 
     Args:
         model: the real backend (its prefill/decode work is what is measured).
         respond: returns the scripted text for a conversation.
-        decode_steps: tokens decoded per request (fewer when the random model ends its turn).
+        decode_steps: tokens decoded per request; ``None``: as many as the scripted reply has in the model's
+            tokenizer, plus the end-of-turn token, as if the model had written it (fewer when the random
+            model ends its turn early).
         name: backend name for traces.
 
     Attributes:
@@ -55,7 +62,11 @@ class ScriptedOverModel:
     """
 
     def __init__(
-        self, model: TransformersQwenVLM, respond: Callable[[Sequence[Message]], str], decode_steps: int, name: str
+        self,
+        model: TransformersQwenVLM,
+        respond: Callable[[Sequence[Message]], str],
+        decode_steps: int | None,
+        name: str,
     ) -> None:
         self.model = model
         self.respond = respond
@@ -70,24 +81,29 @@ class ScriptedOverModel:
             self.seconds += time.perf_counter() - started
             self.calls += 1
 
-    def _scripted(self, messages: Sequence[Message], real: Generation) -> Generation:
+    def _steps(self, text: str) -> int:
+        return self.decode_steps if self.decode_steps is not None else reply_steps(self.model, text)
+
+    @staticmethod
+    def _scripted(text: str, real: Generation) -> Generation:
         if real.finish_reason == "cancelled":
             return real
-        return Generation(self.respond(messages), "stop", real.prompt_tokens, real.output_tokens)
+        return Generation(text, "stop", real.prompt_tokens, real.output_tokens)
 
     def stream(
         self, messages: Sequence[Message], *, max_new_tokens: int | None = None, stop: threading.Event | None = None
     ) -> Iterator[StreamItem]:
         """The model's real call to the end, then the scripted text in pieces and its ``Generation``."""
+        text = self.respond(messages)
         started = time.perf_counter()
         real: Generation | None = None
-        for item in self.model.stream(messages, max_new_tokens=self.decode_steps, stop=stop):
+        for item in self.model.stream(messages, max_new_tokens=self._steps(text), stop=stop):
             if isinstance(item, Generation):
                 real = item
         self._account(started)
         if real is None:
             raise RuntimeError(f"{self.model.name} ended its stream without a result")
-        result = self._scripted(messages, real)
+        result = self._scripted(text, real)
         for piece in split_pieces(result.text):
             yield piece
         yield result
@@ -99,11 +115,14 @@ class ScriptedOverModel:
         max_new_tokens: int | None = None,
         stop: threading.Event | None = None,
     ) -> list[Generation]:
-        """The model's real batch, then one scripted answer per conversation."""
+        """The model's real batch (decoding as many steps as the longest scripted reply needs), then one
+        scripted answer per conversation."""
+        texts = [self.respond(messages) for messages in conversations]
         started = time.perf_counter()
-        real = generate_each(self.model, conversations, max_new_tokens=self.decode_steps, stop=stop)
+        steps = max(self._steps(text) for text in texts) if texts else 1
+        real = generate_each(self.model, conversations, max_new_tokens=steps, stop=stop)
         self._account(started)
-        return [self._scripted(messages, g) for messages, g in zip(conversations, real)]
+        return [self._scripted(text, g) for text, g in zip(texts, real)]
 
 
 def fixed_masks(width: int, height: int, count: int = 6) -> Masks:

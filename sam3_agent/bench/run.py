@@ -20,7 +20,7 @@ from ..prompts import Prompts
 from ..segmenter import Sam3Segmenter
 from ..types import Message, RoundFinished, RoundStarted, Trace
 from ..vlm.transformers_qwen import TransformersQwenVLM, VLMUsage
-from .doubles import ScriptedOverModel, SixMaskSegmenter, mask_number_of
+from .doubles import ScriptedOverModel, SixMaskSegmenter, mask_number_of, reply_steps
 
 PHASES = ("segment 1", "segment 2", "examine", "select")
 QUERY = "the astronaut's helmet"
@@ -43,10 +43,14 @@ MAIN_SCRIPT = (
 )
 
 
+def verdict_text(word: str) -> str:
+    """A scripted verification reply giving ``word`` (``"Accept"`` or ``"Reject"``)."""
+    return f"<think>The mask is compared with the raw image and the close-up.</think>\n<verdict>{word}</verdict>"
+
+
 def verify_response(messages: Sequence[Message]) -> str:
     """The scripted verdict for the mask a verification conversation is about (``VERDICTS``)."""
-    word = VERDICTS[mask_number_of(messages)]
-    return f"<think>The mask is compared with the raw image and the close-up.</think>\n<verdict>{word}</verdict>"
+    return verdict_text(VERDICTS[mask_number_of(messages)])
 
 
 class PeakMemory:
@@ -147,12 +151,20 @@ class Setup:
     verify_batch_size: int
 
 
-def run_mode(setup: Setup, image: Image.Image, prompts: Prompts, decode_steps: int) -> ModeResult:
-    """One scripted run; returns per-phase costs, the trace and every generated token id."""
+def run_mode(setup: Setup, image: Image.Image, prompts: Prompts, decode_steps: int | None) -> ModeResult:
+    """One scripted run; returns per-phase costs, the trace and every generated token id.
+
+    ``decode_steps``: tokens decoded per request; ``None``: as many as each scripted reply has (main
+    requests), and for every verification the longest verdict reply's count, so that a batch and
+    one-by-one calls decode the same number of steps per row.
+    """
     setup.vlm.reset_usage()
     script = list(MAIN_SCRIPT)
+    verify_steps = decode_steps
+    if decode_steps is None:
+        verify_steps = max(reply_steps(setup.vlm, verdict_text(word)) for word in set(VERDICTS.values()))
     main = ScriptedOverModel(setup.vlm, lambda _messages: script.pop(0), decode_steps, "small+script")
-    verifier = ScriptedOverModel(setup.vlm, verify_response, decode_steps, "small+verdicts")
+    verifier = ScriptedOverModel(setup.vlm, verify_response, verify_steps, "small+verdicts")
     segmenter = SixMaskSegmenter(setup.segmenter)
     config = AgentConfig(max_rounds=len(PHASES), verify_batch_size=setup.verify_batch_size)
     agent = Agent(main, segmenter, config, prompts=prompts, verifier=verifier)

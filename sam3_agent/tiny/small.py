@@ -73,8 +73,9 @@ QWEN3_VL_MAX_PIXELS = 16_777_216
 # computed), while every decode step also reads the whole 151,669-row output layer. With the real vocabulary
 # on a width of 128 that layer is 19.4 M weights against 0.8 M per decoder layer, so the depth sets how
 # much one decode step costs relative to one prompt token. Real Qwen3-VL-8B: the output layer is 8% of the
-# weights a decode step reads; with 2 layers here it was 92% (a step cost ~140 prompt tokens and decoding
-# dominated every request); with the real 36 layers it is 40%, still heavier than real.
+# weights a decode step reads; with 2 layers here it is 92% (a step costs ~150 prompt tokens on the dev CPU,
+# near the real model on a GPU); with the real 36 layers it is 40% (a step costs 24-36 prompt tokens, at or
+# above one real-width MLP on the same CPU: 8 in float32, 26 in bfloat16; see ``bench.costs``).
 TEXT_HIDDEN = 128
 TEXT_LAYERS = 36
 TEXT_HEADS = 2
