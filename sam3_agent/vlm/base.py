@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
-from typing import Iterator, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, Sequence, Union, runtime_checkable
 
-from ..types import Generation, Message
+from PIL import Image
+
+from ..types import Generation, ImagePart, Message, TextPart
 
 StreamItem = Union[str, Generation]
 
@@ -109,3 +111,32 @@ def generate_each(
             continue
         results.append(generate(vlm, messages, max_new_tokens=max_new_tokens, stop=stop))
     return results
+
+
+def chat_messages(messages: Sequence[Message], image_item: Callable[[Image.Image], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as ``[{"role", "content"}]`` chat dicts, the shape both Hugging Face processors and chat-completions
+    servers take.
+
+    A message with exactly one text part gets a plain string as content (the form every template and server
+    handles for every role); other messages get a list of items in order: ``{"type": "text", "text": str}`` for
+    text and ``image_item(image)`` for each image.
+
+    Raises:
+        TypeError: a part that is neither ``TextPart`` nor ``ImagePart``.
+    """
+    chat: list[dict[str, Any]] = []
+    for message in messages:
+        parts = message.parts
+        if len(parts) == 1 and isinstance(parts[0], TextPart):
+            content: Any = parts[0].text
+        else:
+            content = []
+            for part in parts:
+                if isinstance(part, ImagePart):
+                    content.append(image_item(part.image))
+                elif isinstance(part, TextPart):
+                    content.append({"type": "text", "text": part.text})
+                else:
+                    raise TypeError(f"unsupported message part {type(part).__name__}: use TextPart or ImagePart")
+        chat.append({"role": message.role, "content": content})
+    return chat

@@ -18,8 +18,8 @@ import requests
 from PIL import Image
 
 from ..errors import BackendError, InputError
-from ..types import Generation, ImagePart, Message, TextPart
-from .base import StreamItem
+from ..types import Generation, Message
+from .base import StreamItem, chat_messages
 
 logger = logging.getLogger(__name__)
 
@@ -39,28 +39,9 @@ def image_data_url(image: Image.Image) -> str:
 
 
 def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Convert messages to the chat-completions format.
-
-    A message with exactly one text part gets a plain string as content (accepted by every
-    server for every role); others get a list of ``{"type": "text", "text": ...}`` and
-    ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`` items in order.
-    """
-    converted: list[dict[str, Any]] = []
-    for message in messages:
-        parts = message.parts
-        if len(parts) == 1 and isinstance(parts[0], TextPart):
-            content: Any = parts[0].text
-        else:
-            content = []
-            for part in parts:
-                if isinstance(part, ImagePart):
-                    content.append({"type": "image_url", "image_url": {"url": image_data_url(part.image)}})
-                elif isinstance(part, TextPart):
-                    content.append({"type": "text", "text": part.text})
-                else:
-                    raise TypeError(f"unsupported message part {type(part).__name__}: use TextPart or ImagePart")
-        converted.append({"role": message.role, "content": content})
-    return converted
+    """Messages in the chat-completions format: images as
+    ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`` items (see ``base.chat_messages``)."""
+    return chat_messages(messages, lambda image: {"type": "image_url", "image_url": {"url": image_data_url(image)}})
 
 
 class OpenAIServerVLM:

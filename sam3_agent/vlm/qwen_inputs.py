@@ -19,7 +19,8 @@ import torch
 from PIL import Image
 
 from ..images import image_digest
-from ..types import ImagePart, Message, TextPart
+from ..types import Message
+from .base import chat_messages
 
 logger = logging.getLogger(__name__)
 
@@ -178,25 +179,6 @@ def encode_messages(
 
 
 def to_chat(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Convert messages to the processor's chat format.
-
-    A message with exactly one text part gets a plain string as content (the form every Qwen
-    template handles for every role); other messages get a list of
-    ``{"type": "image", "image": PIL}`` / ``{"type": "text", "text": str}`` items in order.
-    """
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        parts = message.parts
-        if len(parts) == 1 and isinstance(parts[0], TextPart):
-            content: Any = parts[0].text
-        else:
-            content = []
-            for part in parts:
-                if isinstance(part, ImagePart):
-                    content.append({"type": "image", "image": part.image})
-                elif isinstance(part, TextPart):
-                    content.append({"type": "text", "text": part.text})
-                else:
-                    raise TypeError(f"unsupported message part {type(part).__name__}: use TextPart or ImagePart")
-        chat.append({"role": message.role, "content": content})
-    return chat
+    """Messages in the processor's chat format: images as ``{"type": "image", "image": PIL}`` items
+    (see ``base.chat_messages``)."""
+    return chat_messages(messages, lambda image: {"type": "image", "image": image})
