@@ -81,3 +81,17 @@ def segmenter() -> KnownSegmenter:
             "helmet": [],
         }
     )
+
+
+def people_run():
+    """A finished run on astronaut.jpg: segment 'person' (3 rectangle masks, scores .7 .9 .6) -> examine
+    rejects mask 3 -> select masks 1 and 2 (the .9 and .7 rectangles). Returns its ``Trace``."""
+    from sam3_agent.agent import Agent, AgentConfig
+    from sam3_agent.vlm.scripted import ScriptedVLM
+
+    segmenter = KnownSegmenter({"person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9),
+                                           ((350, 300, 450, 500), 0.6)]})
+    vlm = ScriptedVLM([tool("segment_phrase", text_prompt="person"), tool("examine_each_mask"),
+                       tool("select_masks_and_return", final_answer_masks=[1, 2])])
+    verifier = ScriptedVLM([verdict("Accept"), verdict("Accept"), verdict("Reject")])
+    return Agent(vlm, segmenter, AgentConfig(), verifier=verifier).run(photo("astronaut.jpg"), "the people")

@@ -8,9 +8,8 @@ import logging
 
 import numpy as np
 import pytest
-from conftest import KnownSegmenter, photo, rect_mask, tool, verdict
+from conftest import people_run, rect_mask
 
-from sam3_agent.agent import Agent, AgentConfig
 from sam3_agent.strokes import stroke_from_editor, stroke_from_view_mask, stroke_from_view_points
 from sam3_agent.edits import (
     BringInMask,
@@ -35,7 +34,6 @@ from sam3_agent.edits import (
 from sam3_agent.errors import InputError, TraceFormatError
 from sam3_agent.trace_io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
 from sam3_agent.tracker import PointMask, check_clicks
-from sam3_agent.vlm.scripted import ScriptedVLM
 
 H, W = 512, 512  # astronaut.jpg
 PERSON_BOXES = [(200, 50, 300, 250), (10, 10, 110, 210), (350, 300, 450, 500)]  # display order (score .9, .7, .6)
@@ -43,13 +41,8 @@ PERSON_BOXES = [(200, 50, 300, 250), (10, 10, 110, 210), (350, 300, 450, 500)]  
 
 @pytest.fixture
 def trace():
-    """segment 'person' (3 masks) -> examine rejects mask 3 -> select masks 1 and 2."""
-    segmenter = KnownSegmenter({"person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9),
-                                           ((350, 300, 450, 500), 0.6)]})
-    vlm = ScriptedVLM([tool("segment_phrase", text_prompt="person"), tool("examine_each_mask"),
-                       tool("select_masks_and_return", final_answer_masks=[1, 2])])
-    verifier = ScriptedVLM([verdict("Accept"), verdict("Accept"), verdict("Reject")])
-    return Agent(vlm, segmenter, AgentConfig(), verifier=verifier).run(photo("astronaut.jpg"), "the people")
+    """astronaut.jpg: segment 'person' (3 masks) -> examine rejects mask 3 -> select masks 1 and 2."""
+    return people_run()
 
 
 @pytest.fixture

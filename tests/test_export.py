@@ -8,11 +8,10 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import KnownSegmenter, photo, rect_mask, tool, verdict
+from conftest import people_run, photo, rect_mask
 from PIL import Image
 from pycocotools.coco import COCO
 
-from sam3_agent.agent import Agent, AgentConfig
 from sam3_agent.cli import main
 from sam3_agent.strokes import stroke_from_view_mask
 from sam3_agent.edits import (
@@ -36,20 +35,14 @@ from sam3_agent.export import (
 )
 from sam3_agent.trace_io import save_trace, trace_to_zip_bytes
 from sam3_agent.types import Masks, Trace
-from sam3_agent.vlm.scripted import ScriptedVLM
 
 H, W = 512, 512
 
 
 @pytest.fixture
 def trace():
-    """astronaut.jpg; segment 'person' (3 masks) -> examine rejects mask 3 -> select masks 1 and 2."""
-    segmenter = KnownSegmenter({"person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9),
-                                           ((350, 300, 450, 500), 0.6)]})
-    vlm = ScriptedVLM([tool("segment_phrase", text_prompt="person"), tool("examine_each_mask"),
-                       tool("select_masks_and_return", final_answer_masks=[1, 2])])
-    verifier = ScriptedVLM([verdict("Accept"), verdict("Accept"), verdict("Reject")])
-    return Agent(vlm, segmenter, AgentConfig(), verifier=verifier).run(photo("astronaut.jpg"), "the people")
+    """astronaut.jpg: segment 'person' (3 masks) -> examine rejects mask 3 -> select masks 1 and 2."""
+    return people_run()
 
 
 @pytest.fixture
