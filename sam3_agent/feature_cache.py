@@ -77,3 +77,35 @@ class FeatureCache:
         """Forget every encoding."""
         self._entries.clear()
         self._bytes = 0
+
+
+class CachedImageModel:
+    """What a model wrapper holding a ``FeatureCache`` exposes: encode count, device, cache size, clearing.
+
+    Subclasses set ``self._model`` (a torch module), ``self._cache`` (a ``FeatureCache``) and
+    ``self._lock`` (the lock that guards the cache).
+    """
+
+    _model: Any
+    _cache: FeatureCache
+    _lock: Any
+
+    @property
+    def encode_count(self) -> int:
+        """Number of times the image encoder has run since construction (cache misses)."""
+        return self._cache.computed
+
+    @property
+    def device(self) -> torch.device:
+        """The device the model runs on."""
+        return next(self._model.parameters()).device
+
+    def cache_info(self) -> tuple[int, int]:
+        """``(images, bytes)`` held by the cache now."""
+        with self._lock:
+            return self._cache.info()
+
+    def clear_cache(self) -> None:
+        """Forget every cached image encoding."""
+        with self._lock:
+            self._cache.clear()

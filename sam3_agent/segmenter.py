@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 
 from .errors import BackendError
-from .feature_cache import FeatureCache, tensors_nbytes
+from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
 from .images import image_digest
 from .types import Masks
 
@@ -96,7 +96,7 @@ def _is_out_of_memory(error: BaseException) -> bool:
     )
 
 
-class Sam3Segmenter:
+class Sam3Segmenter(CachedImageModel):
     """SAM 3 (transformers ``Sam3Model``) with a per-image feature cache; shared safely by several users.
 
     Life cycle: build once with :meth:`from_pretrained`, then call :meth:`segment` with any image and phrase.
@@ -173,26 +173,6 @@ class Sam3Segmenter:
             model, processor, name=model_id, feature_cache_size=feature_cache_size,
             feature_cache_bytes=feature_cache_bytes,
         )
-
-    @property
-    def encode_count(self) -> int:
-        """Number of times the image encoder has run since construction (cache misses)."""
-        return self._cache.computed
-
-    @property
-    def device(self) -> torch.device:
-        """The device the model runs on."""
-        return next(self._model.parameters()).device
-
-    def cache_info(self) -> tuple[int, int]:
-        """``(images, bytes)`` held by the feature cache now."""
-        with self._lock:
-            return self._cache.info()
-
-    def clear_cache(self) -> None:
-        """Forget every cached image encoding."""
-        with self._lock:
-            self._cache.clear()
 
     def segment(self, image: Image.Image, phrase: str, score_threshold: float = DEFAULT_SCORE_THRESHOLD) -> Masks:
         """Segment every instance of ``phrase`` in ``image``.

@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 
 from .errors import BackendError, InputError
-from .feature_cache import FeatureCache, tensors_nbytes
+from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
 from .images import image_digest
 from .segmenter import (
     DEFAULT_FEATURE_CACHE_BYTES,
@@ -127,7 +127,7 @@ def check_clicks(
     return out, [int(lab) for lab in labs]
 
 
-class Sam3PointSegmenter:
+class Sam3PointSegmenter(CachedImageModel):
     """SAM 3's point-prompt model (transformers ``Sam3TrackerModel``) with a per-image embedding cache.
 
     Life cycle: build once with :meth:`from_pretrained`, then call :meth:`segment_points` with any image and
@@ -182,21 +182,6 @@ class Sam3PointSegmenter:
         except Exception as exc:  # missing, gated, corrupt or bad device: one clear error
             raise BackendError(tracker_load_failure_message(model_id, exc)) from exc
         return cls(model, processor, name=model_id, feature_cache_size=feature_cache_size)
-
-    @property
-    def encode_count(self) -> int:
-        """Number of times the image encoder has run since construction (cache misses)."""
-        return self._cache.computed
-
-    @property
-    def device(self) -> torch.device:
-        """The device the model runs on."""
-        return next(self._model.parameters()).device
-
-    def clear_cache(self) -> None:
-        """Forget every cached image encoding."""
-        with self._lock:
-            self._cache.clear()
 
     def segment_points(
         self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int]
