@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 
 def is_built(out_dir: Path, marker_file: str, signature: str) -> bool:
@@ -58,3 +58,13 @@ def save_model_and_processor(model, processor) -> Callable[[Path], None]:
         processor.save_pretrained(staging)
 
     return save
+
+
+def seeded_model(build: Callable[[], Any], seed: int) -> Any:
+    """``build()`` (a torch module) in eval mode, its construction drawing from a generator seeded with ``seed``;
+    the global torch RNG state is restored afterwards, so building leaves the caller's randomness alone."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build().eval()

@@ -13,9 +13,8 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-import torch
 
-from .checkpoint import is_built, save_model_and_processor, write_checkpoint
+from .checkpoint import is_built, save_model_and_processor, seeded_model, write_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -287,9 +286,7 @@ def _build_model(kind: str, tokenizer, seed: int):
         )
         model_cls = Qwen2_5_VLForConditionalGeneration
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = model_cls(config).eval()
+    model = seeded_model(lambda: model_cls(config), seed)
     gen = model.generation_config
     gen.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
     gen.pad_token_id = ids["<|endoftext|>"]

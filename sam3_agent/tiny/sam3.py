@@ -23,6 +23,7 @@ from .checkpoint import (
     is_built,
     json_signature,
     save_model_and_processor,
+    seeded_model,
     write_checkpoint,
 )
 
@@ -224,9 +225,7 @@ def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
         return out_dir
 
     logger.info("building tiny SAM 3 (seed %d) in %s", seed, out_dir)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # module construction draws from the global generator; keep it reproducible
-        model = Sam3Model(tiny_sam3_config()).eval()
+    model = seeded_model(lambda: Sam3Model(tiny_sam3_config()), seed)
     randomize_weights(model, torch.Generator().manual_seed(seed))
     _bias_scores(model)
     processor = Sam3Processor(

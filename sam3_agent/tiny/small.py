@@ -17,9 +17,8 @@ import base64
 import logging
 from pathlib import Path
 
-import torch
 
-from .checkpoint import is_built, save_model_and_processor, write_checkpoint
+from .checkpoint import is_built, save_model_and_processor, seeded_model, write_checkpoint
 from .qwen import chat_template
 
 logger = logging.getLogger(__name__)
@@ -232,9 +231,7 @@ def _build_model(tokenizer, seed: int, hidden: int = TEXT_HIDDEN, layers: int = 
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Qwen3VLForConditionalGeneration(config).eval()
+    model = seeded_model(lambda: Qwen3VLForConditionalGeneration(config), seed)
     generation = model.generation_config
     generation.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
     generation.pad_token_id = ids["<|endoftext|>"]

@@ -21,6 +21,7 @@ from .checkpoint import (
     is_built,
     json_signature,
     save_model_and_processor,
+    seeded_model,
     write_checkpoint,
 )
 from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE, randomize_weights
@@ -128,9 +129,7 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
         return out_dir
 
     logger.info("building tiny SAM 3 tracker (seed %d) in %s", seed, out_dir)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # module construction draws from the global generator; keep it reproducible
-        model = Sam3TrackerModel(tiny_sam3_tracker_config()).eval()
+    model = seeded_model(lambda: Sam3TrackerModel(tiny_sam3_tracker_config()), seed)
     randomize_weights(model, torch.Generator().manual_seed(seed))
     _bias_masks(model)
     grid = IMAGE_SIZE // PATCH_SIZE
