@@ -204,6 +204,17 @@ def _point_segmenter(model: str, device: str | None):
     return Sam3PointSegmenter.from_pretrained(model, device=device)
 
 
+def share_sam3_backbone(point_segmenter: Any, segmenter: Any) -> bool:
+    """Let SAM 3's point model use the detector's vision backbone and image encodings when both are SAM 3 models
+    with the same backbone (``tracker.Sam3PointSegmenter.share_backbone_with``): one backbone in memory, and an
+    image the agent encoded costs only the point model's neck when clicked on. Returns whether it is shared."""
+    from .tracker import Sam3PointSegmenter
+
+    if isinstance(point_segmenter, Sam3PointSegmenter) and isinstance(segmenter, Sam3Segmenter):
+        return point_segmenter.share_backbone_with(segmenter)
+    return False
+
+
 def build_point_segmenter(preset: Preset = "real", model: str | None = None, device: str | None = None):
     """SAM 3's point-prompt model for a preset, loaded once per process and shared.
 

@@ -215,6 +215,29 @@ class Sam3Segmenter(CachedImageModel):
                     f"{self.device}: try a smaller image, free memory, or run SAM 3 on the CPU."
                 ) from exc
 
+    def backbone_output(self, image: Image.Image) -> torch.Tensor:
+        """The vision backbone's output for ``image``, from the feature cache (encoding it when missing).
+
+        Returns:
+            float (1, (S / patch) ** 2, hidden) on the model's device, S the processor's square input size
+            (1008 px for ``facebook/sam3``: 72 x 72 tokens of 1024).
+        """
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        key = image_digest(image)
+        with self._lock, torch.inference_mode():
+            return self._vision_features(image, key).last_hidden_state
+
+    @property
+    def backbone(self) -> torch.nn.Module:
+        """The vision backbone module (``Sam3Model.vision_encoder.backbone``)."""
+        return self._model.vision_encoder.backbone
+
+    @property
+    def processor(self) -> Any:
+        """The ``Sam3Processor``."""
+        return self._processor
+
     # ------------------------------------------------------------------ internals (call with the lock held)
 
     def _vision_features(self, image: Image.Image, key: str) -> Any:
@@ -224,9 +247,12 @@ class Sam3Segmenter(CachedImageModel):
         pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
         pixel_values = pixel_values.to(self.device, dtype=self._model.dtype)
         encoded = self._model.get_vision_features(pixel_values=pixel_values)
-        # Keep only what the detector reads: the FPN maps and their position encodings.
+        # Keep what the detector reads (the FPN maps and their position encodings) and the backbone's output,
+        # which SAM 3's point-prompt model reads too (``tracker.Sam3PointSegmenter.share_backbone_with``).
         return type(encoded)(
-            fpn_hidden_states=encoded.fpn_hidden_states, fpn_position_encoding=encoded.fpn_position_encoding
+            last_hidden_state=encoded.last_hidden_state,
+            fpn_hidden_states=encoded.fpn_hidden_states,
+            fpn_position_encoding=encoded.fpn_position_encoding,
         )
 
     def _segment_locked(self, image: Image.Image, key: str, phrase: str, score_threshold: float) -> Masks:

@@ -4,15 +4,21 @@
 ``facebook/sam3``, promptable with points). As in ``segmenter.py``, the image encoder is the expensive part, so each
 image is encoded once and its embeddings are reused for every click, from a small LRU cache keyed by the image's
 content (``images.image_digest``). Used by ``edits.refine_with_points`` to correct masks by hand.
+
+SAM 3 has one vision backbone for detection and tracking: its checkpoint stores it once, and transformers loads
+that same backbone into ``Sam3Model`` and ``Sam3TrackerModel`` (only the necks differ). ``share_backbone_with``
+lets the point model use the detector's backbone module and its cached image encodings, so the backbone is held
+once in memory and an image the agent has already encoded costs only the tracker's neck when clicked on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import torch
@@ -24,6 +30,7 @@ from .images import image_digest
 from .segmenter import (
     DEFAULT_FEATURE_CACHE_BYTES,
     DEFAULT_SAM3_MODEL,
+    Sam3Segmenter,
     _looks_like_local_path,
 )
 
@@ -149,6 +156,7 @@ class Sam3PointSegmenter(CachedImageModel):
         self._model = model
         self._processor = processor
         self._lock = threading.Lock()
+        self._shared: _SharedBackbone | None = None
 
     @classmethod
     def from_pretrained(
@@ -226,10 +234,40 @@ class Sam3PointSegmenter(CachedImageModel):
 
     # ------------------------------------------------------------------ internals (call with the lock held)
 
+    def share_backbone_with(self, segmenter: Sam3Segmenter) -> bool:
+        """Use ``segmenter``'s vision backbone and its cached encodings from now on, when they are the same.
+
+        Shared only when both backbones hold equal weights (same names, shapes, dtypes, device and values) and
+        both processors turn a probe image into equal pixels; then the point model's own backbone is dropped
+        (for ``facebook/sam3`` about 450 M weights) and every image is encoded by the detector's backbone once
+        for both models. Masks are unchanged (a test checks them bit for bit). Idempotent.
+
+        Returns:
+            True when shared (now or before), False when the two differ (nothing changes; the reason is logged).
+        """
+        with self._lock:
+            if self._shared is not None:
+                return self._shared.source is segmenter
+            reason = _backbone_mismatch(self._model.vision_encoder.backbone, segmenter.backbone)
+            reason = reason or _processor_mismatch(self._processor, segmenter.processor)
+            if reason:
+                logger.info("SAM 3's point model keeps its own vision backbone: %s", reason)
+                return False
+            shared = _SharedBackbone(segmenter)
+            self._model.vision_encoder.backbone = shared
+            self._shared = shared
+            self._cache.clear()
+            logger.info("SAM 3's point model now shares the detector's vision backbone and image encodings")
+            return True
+
     def _embeddings(self, image: Image.Image, key: str) -> list[torch.Tensor]:
         def encode() -> list[torch.Tensor]:
             pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
-            return self._model.get_image_embeddings(pixel_values.to(self.device, dtype=self._model.dtype))
+            pixel_values = pixel_values.to(self.device, dtype=self._model.dtype)
+            if self._shared is None:
+                return self._model.get_image_embeddings(pixel_values)
+            with self._shared.given(image):
+                return self._model.get_image_embeddings(pixel_values)
 
         return self._cache.get_or_compute(key, encode)
 
@@ -252,3 +290,60 @@ class Sam3PointSegmenter(CachedImageModel):
         masks = self._processor.post_process_masks(logits, size, mask_threshold=MASK_LOGIT_THRESHOLD)[0]  # (1, 1, H, W)
         mask = masks.reshape(image.height, image.width).numpy().astype(bool)
         return PointMask(mask=mask, score=float(scores[best].clamp(0.0, 1.0)))
+
+
+class _SharedBackbone(torch.nn.Module):
+    """Stands in for the point model's vision backbone: inside ``given(image)`` it returns the detector's cached
+    backbone output for that image (``Sam3Segmenter.backbone_output``); otherwise it runs the detector's backbone.
+
+    The rest of transformers' ``Sam3TrackerModel.get_image_embeddings`` (its own neck and projections) runs
+    unchanged on top.
+    """
+
+    def __init__(self, source: Sam3Segmenter) -> None:
+        super().__init__()
+        self.source = source
+        self.inner = source.backbone  # registered as a submodule: the same parameters, held once
+        self._image: Image.Image | None = None
+
+    @contextlib.contextmanager
+    def given(self, image: Image.Image) -> Iterator[None]:
+        self._image = image
+        try:
+            yield
+        finally:
+            self._image = None
+
+    def forward(self, pixel_values: torch.Tensor, **kwargs: Any) -> Any:
+        if self._image is None:
+            return self.inner(pixel_values, **kwargs)
+        from transformers.modeling_outputs import BaseModelOutput
+
+        return BaseModelOutput(last_hidden_state=self.source.backbone_output(self._image))
+
+
+def _backbone_mismatch(own: torch.nn.Module, other: torch.nn.Module) -> str | None:
+    """Why two vision backbones are not interchangeable, or None when they hold the same weights."""
+    if type(own) is not type(other):
+        return f"different backbone classes ({type(own).__name__} / {type(other).__name__})"
+    mine, theirs = dict(own.named_parameters()), dict(other.named_parameters())
+    if mine.keys() != theirs.keys():
+        return "different backbone parameters"
+    with torch.no_grad():
+        for name, tensor in mine.items():
+            peer = theirs[name]
+            if tensor.shape != peer.shape or tensor.dtype != peer.dtype or tensor.device != peer.device:
+                return f"{name} differs in shape, dtype or device"
+            if not torch.equal(tensor, peer):
+                return f"different weights ({name})"
+    return None
+
+
+def _processor_mismatch(own: Any, other: Any) -> str | None:
+    """Why two processors would feed the backbones different pixels (checked on a seeded 64 x 48 probe image)."""
+    probe = Image.fromarray(np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8))
+    mine = own(images=probe, return_tensors="pt")["pixel_values"]
+    theirs = other(images=probe, return_tensors="pt")["pixel_values"]
+    if mine.shape != theirs.shape or not torch.equal(mine, theirs):
+        return "the processors prepare images differently"
+    return None

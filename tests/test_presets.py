@@ -20,3 +20,14 @@ def test_prefix_cache_can_be_turned_off_and_is_recorded():
     assert (on.settings["prefix_cache"], off.settings["prefix_cache"]) == (True, False)
     assert on.vlm.prefix_store is not None and off.vlm.prefix_store is None
     assert off.vlm.prefill_system_prompts(["a system prompt never seen before"]) == 0  # nothing is kept
+
+
+def test_the_apps_point_model_shares_sam3s_backbone_on_the_tiny_preset(tmp_path):
+    from sam3_agent.presets import build_point_segmenter, share_sam3_backbone
+    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.settings import AppSettings
+
+    factory = AgentFactory.load(AppSettings(backend=BackendSettings(preset="tiny")))
+    point, segmenter = factory.point_segmenter, factory.backends.segmenter
+    assert point is build_point_segmenter("tiny") and point._shared is not None and point._shared.source is segmenter
+    assert share_sam3_backbone(point, object()) is False  # not a SAM 3 segmenter: nothing to share

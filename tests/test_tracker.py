@@ -86,3 +86,52 @@ def test_a_refinement_with_the_model_replays_without_it(tracker):
     expected = tracker.segment_points(coffee, [(60, 40)], [1]).mask
     assert np.array_equal(state.items[0].mask, expected)
     assert np.array_equal(EditState.from_trace(state.to_trace(trace)).items[0].mask, expected)
+
+
+# ---------------------------------------------------------------- one backbone for detector and point model
+
+
+@pytest.fixture(scope="module")
+def sam3_folder(tmp_path_factory):
+    from sam3_agent.tiny.sam3 import build_tiny_sam3
+
+    return build_tiny_sam3(tmp_path_factory.mktemp("sam3") / "sam3")
+
+
+def test_the_tiny_point_model_shares_the_detectors_backbone_and_masks_stay_the_same(tiny_folder, sam3_folder):
+    from sam3_agent.segmenter import Sam3Segmenter
+
+    segmenter = Sam3Segmenter.from_pretrained(str(sam3_folder), device="cpu")
+    reference = Sam3PointSegmenter.from_pretrained(str(tiny_folder), device="cpu")  # keeps its own backbone
+    shared = Sam3PointSegmenter.from_pretrained(str(tiny_folder), device="cpu")
+    assert shared.share_backbone_with(segmenter) is True  # the same backbone weights, as in facebook/sam3
+    assert shared.share_backbone_with(segmenter) is True  # idempotent
+    # one backbone module in memory, the detector's
+    own = list(shared._model.parameters())
+    assert all(any(p is q for q in own) for p in segmenter.backbone.parameters())
+    coffee = photo("coffee.jpg")
+    segmenter.segment(coffee, "cup")
+    for points, labels in (([(60, 40)], [1]), ([(300, 200), (500, 300)], [1, 0])):
+        expected, got = reference.segment_points(coffee, points, labels), shared.segment_points(coffee, points, labels)
+        assert np.array_equal(got.mask, expected.mask) and got.score == expected.score
+    assert segmenter.encode_count == 1  # the point model reused the agent's encoding of the photo
+    chelsea = photo("chelsea.jpg")  # first seen by the point model: encoded once, then the detector reuses it
+    assert np.array_equal(shared.segment_points(chelsea, [(100, 100)], [1]).mask,
+                          reference.segment_points(chelsea, [(100, 100)], [1]).mask)
+    segmenter.segment(chelsea, "cat")
+    assert segmenter.encode_count == 2
+
+
+def test_a_different_backbone_is_not_shared(tracker, sam3_folder):
+    import torch
+
+    from sam3_agent.segmenter import Sam3Segmenter
+
+    segmenter = Sam3Segmenter.from_pretrained(str(sam3_folder), device="cpu")
+    backbone = tracker._model.vision_encoder.backbone
+    with torch.no_grad():
+        next(backbone.parameters()).add_(1e-3)  # one weight off: not the same backbone any more
+    assert tracker.share_backbone_with(segmenter) is False
+    assert tracker._model.vision_encoder.backbone is backbone
+    tracker.segment_points(photo("coffee.jpg"), [(60, 40)], [1])
+    assert tracker.encode_count == 1 and segmenter.encode_count == 0

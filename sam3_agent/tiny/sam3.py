@@ -191,6 +191,16 @@ def _signature(seed: int) -> str:
     return json_signature(__name__, BUILD_VERSION, seed)
 
 
+def tiny_sam3_model(seed: int = 0):
+    """The tiny ``Sam3Model`` with the random weights ``build_tiny_sam3`` saves for ``seed`` (eval mode, CPU)."""
+    from transformers import Sam3Model
+
+    model = seeded_model(lambda: Sam3Model(tiny_sam3_config()), seed)
+    randomize_weights(model, torch.Generator().manual_seed(seed))
+    _bias_scores(model)
+    return model
+
+
 def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
     """Build (once) a tiny random-weight SAM 3 checkpoint with its processor in ``out_dir``.
 
@@ -217,7 +227,7 @@ def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
     Raises:
         FileNotFoundError: the CLIP BPE vocabulary (open_clip_torch wheel) is not installed.
     """
-    from transformers import Sam3ImageProcessor, Sam3Model, Sam3Processor
+    from transformers import Sam3ImageProcessor, Sam3Processor
 
     out_dir = Path(out_dir)
     if is_built(out_dir, MARKER_FILE, _signature(seed)):
@@ -225,9 +235,7 @@ def build_tiny_sam3(out_dir: Path, seed: int = 0) -> Path:
         return out_dir
 
     logger.info("building tiny SAM 3 (seed %d) in %s", seed, out_dir)
-    model = seeded_model(lambda: Sam3Model(tiny_sam3_config()), seed)
-    randomize_weights(model, torch.Generator().manual_seed(seed))
-    _bias_scores(model)
+    model = tiny_sam3_model(seed)
     processor = Sam3Processor(
         image_processor=Sam3ImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}),
         tokenizer=build_clip_tokenizer(),

@@ -24,11 +24,11 @@ from .checkpoint import (
     seeded_model,
     write_checkpoint,
 )
-from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE, randomize_weights
+from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE, randomize_weights, tiny_sam3_model
 
 logger = logging.getLogger(__name__)
 
-BUILD_VERSION = 1
+BUILD_VERSION = 2  # 2: the vision backbone is the tiny SAM 3's, as in facebook/sam3
 """Bump when the built model changes; folders with an older marker are rebuilt."""
 
 MARKER_FILE = "sam3_agent_tiny_tracker.json"
@@ -36,9 +36,9 @@ MARKER_FILE = "sam3_agent_tiny_tracker.json"
 MASK_LOGIT_OFFSET = 0.3
 """Constant added to every mask logit of the tiny model (see :func:`build_tiny_sam3_tracker`).
 
-Without it a click of seed 0 covers 2-90 % of the image (some clicks on rocket.jpg get about 1 %); with +0.3 every
-one-click mask on the photos in ``assets/`` covers 35-100 % of the image (measured for seed 0: 4 photos x a 3 x 3
-grid of clicks). Larger offsets fill whole images; smaller ones leave near-empty masks."""
+Without it a click of seed 0 covered 2-90 % of the image (some clicks on rocket.jpg got about 1 %); with +0.3 every
+one-click mask on the photos in ``assets/`` covers 29-93 % of the image (measured for seed 0, build version 2: 4
+photos x a 3 x 3 grid of clicks). Larger offsets fill whole images; smaller ones leave near-empty masks."""
 
 
 def tiny_sam3_tracker_config():
@@ -108,8 +108,11 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
     ``Sam3PointSegmenter.from_pretrained(str(out_dir))`` loads it the way it loads ``facebook/sam3``, offline.
     About 125 k parameters; one click on a cached image takes a few milliseconds on a CPU.
 
-    Random weights, drawn with std 1/sqrt(fan_in) from ``seed``; masks are meaningless. Bias set on purpose: every
-    mask logit is raised by MASK_LOGIT_OFFSET so that a click always yields a non-empty mask on a real photo.
+    Random weights, drawn with std 1/sqrt(fan_in) from ``seed``; masks are meaningless. As in ``facebook/sam3``,
+    whose one vision backbone serves the detector and the point model, the backbone weights are those of the tiny
+    SAM 3 of the same seed (``tiny.sam3.tiny_sam3_model``), so ``Sam3PointSegmenter.share_backbone_with`` applies.
+    Bias set on purpose: every mask logit is raised by MASK_LOGIT_OFFSET so that a click always yields a non-empty
+    mask on a real photo.
 
     Idempotent: a marker file records the build version and seed; when it matches, nothing is rebuilt. Files are
     written to a temporary sibling folder and moved in, the marker last.
@@ -132,6 +135,7 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
     model = seeded_model(lambda: Sam3TrackerModel(tiny_sam3_tracker_config()), seed)
     randomize_weights(model, torch.Generator().manual_seed(seed))
     _bias_masks(model)
+    model.vision_encoder.backbone.load_state_dict(tiny_sam3_model(seed).vision_encoder.backbone.state_dict())
     grid = IMAGE_SIZE // PATCH_SIZE
     processor = Sam3TrackerProcessor(
         image_processor=Sam3ImageProcessor(

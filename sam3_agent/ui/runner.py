@@ -14,7 +14,7 @@ from typing import Any
 from ..agent import Agent, AgentConfig
 from ..errors import BackendError, InputError
 from ..masks import to_coco_results
-from ..presets import Backends, build_backends, build_point_segmenter
+from ..presets import Backends, build_backends, build_point_segmenter, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
 from ..trace_io import trace_to_zip_bytes
 from ..tracker import PointSegmenter
@@ -86,6 +86,7 @@ class AgentFactory:
         except BackendError as error:
             logger.error("models could not be loaded: %s", error)
             return cls(settings, None, script, str(error), point_segmenter, point_error)
+        share_sam3_backbone(point_segmenter, backends.segmenter)
         return cls(settings, backends, script, None, point_segmenter, point_error)
 
     def require_point_segmenter(self) -> PointSegmenter:
