@@ -24,12 +24,13 @@ def test_environment_variables_set_every_option():
         "SAM3_AGENT_MIN_PIXELS": "1000", "SAM3_AGENT_MAX_PIXELS": "2000000", "SAM3_AGENT_MAX_NEW_TOKENS": "256",
         "SAM3_AGENT_DEVICE": "cpu", "SAM3_AGENT_TINY_VLM": "qwen2_5_vl", "SAM3_AGENT_CONCURRENCY": "2",
         "SAM3_AGENT_SCRIPT_PIECE_DELAY": "0.01", "GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "7000",
+        "SAM3_AGENT_PREFIX_CACHE": "off",
     }
     settings, _ = parse_settings([], environ=env)
     assert settings == AppSettings(
         BackendSettings(preset="tiny", vlm_model="Qwen/Qwen2.5-VL-7B-Instruct", vlm_server="http://10.0.0.2:8000/v1",
                         vlm_server_model="qwen", sam3_model="/models/sam3", device="cpu", min_pixels=1000,
-                        max_pixels=2000000, max_new_tokens=256, tiny_vlm_kind="qwen2_5_vl"),
+                        max_pixels=2000000, max_new_tokens=256, tiny_vlm_kind="qwen2_5_vl", prefix_cache=False),
         max_rounds=12, score_threshold=0.4, script_piece_delay=0.01, concurrency=2, host="0.0.0.0", port=7000,
     )
 
@@ -66,3 +67,10 @@ def test_app_main_reports_a_bad_setting_in_one_line(capsys, monkeypatch):
     monkeypatch.setenv("SAM3_AGENT_MAX_ROUNDS", "-3")
     assert app.main([]) == 2
     assert capsys.readouterr().err == "error: the round budget must be between 1 and 100, got -3\n"
+
+
+def test_prefix_cache_flag_wins_over_the_environment_and_rejects_other_values():
+    assert parse_settings([], environ={})[0].backend.prefix_cache is True
+    assert parse_settings(["--prefix-cache", "on"], environ={"SAM3_AGENT_PREFIX_CACHE": "off"})[0].backend.prefix_cache
+    with pytest.raises(InputError, match="SAM3_AGENT_PREFIX_CACHE='no' must be one of \\['off', 'on'\\]"):
+        parse_settings([], environ={"SAM3_AGENT_PREFIX_CACHE": "no"})

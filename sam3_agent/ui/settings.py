@@ -37,6 +37,7 @@ ENVIRONMENT: dict[str, str] = {
     "min_pixels": "SAM3_AGENT_MIN_PIXELS",
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
+    "prefix_cache": "SAM3_AGENT_PREFIX_CACHE",
     "concurrency": "SAM3_AGENT_CONCURRENCY",
     "host": "GRADIO_SERVER_NAME",
     "port": "GRADIO_SERVER_PORT",
@@ -87,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add("--max-new-tokens", type=int, help="token budget of each VLM call")
+    add("--prefix-cache", choices=["on", "off"],
+        help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, slower, less memory)")
     add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
     add("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     add("--port", type=int, help=f"port to listen on (default {DEFAULT_PORT})")
@@ -155,6 +158,7 @@ def parse_settings(
         max_pixels=values["max_pixels"],  # type: ignore[arg-type]
         max_new_tokens=values["max_new_tokens"],  # type: ignore[arg-type]
         tiny_vlm_kind=pick("tiny_vlm", "qwen3_vl"),  # type: ignore[arg-type]
+        prefix_cache=pick("prefix_cache", "on") == "on",
     )
     settings = AppSettings(
         backend=backend,
