@@ -8,7 +8,6 @@ or abandoned run still leaves its trace.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -40,13 +39,12 @@ from .types import (
     Trace,
 )
 from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled
-from .vlm.base import VLM
+from .vlm.base import VLM, strip_control_tokens
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROUNDS = 30
 MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and library alike)
-CONTROL_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")  # Qwen's <|im_end|>, <|vision_start|>, ...
 MAX_QUERY_CHARS = 2000
 
 
@@ -145,7 +143,7 @@ class Agent:
             InputError: empty or overlong query, or an image that is not RGB.
         """
         # Chat-template control tokens in user text would end the turn early: drop them.
-        query = CONTROL_TOKEN.sub("", query).strip() if isinstance(query, str) else ""
+        query = strip_control_tokens(query).strip() if isinstance(query, str) else ""
         if not query:
             raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
         if len(query) > MAX_QUERY_CHARS:

@@ -45,12 +45,13 @@ def image_digest(image: Image.Image) -> str:
 
 
 def file_name_of(path: str | Path | None) -> str | None:
-    """The file name of ``path`` without its folders (``"/tmp/x/coffee.jpg"`` -> ``"coffee.jpg"``), with control
-    characters removed and at most 255 characters; ``None`` for ``None``, non-strings or an empty name."""
+    """The file name of ``path`` without its folders, as this system splits paths (``"/tmp/x/coffee.jpg"`` ->
+    ``"coffee.jpg"``), with unprintable characters (controls, undecodable bytes) removed and at most 255
+    characters; ``None`` for ``None``, non-strings or a name with nothing printable left."""
     if not isinstance(path, (str, Path)):
         return None
-    name = "".join(c for c in str(path).replace("\\", "/").rsplit("/", 1)[-1] if c.isprintable())[:255].strip()
-    return name or None
+    name = "".join(c for c in Path(path).name if c.isprintable())[:255]
+    return name if name.strip() else None
 
 
 def load_image(source: ImageSource, max_pixels: int = MAX_PIXELS) -> Image.Image:

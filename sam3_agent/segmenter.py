@@ -292,5 +292,6 @@ class Sam3Segmenter(CachedImageModel):
 
 
 def features_nbytes(features: Any) -> int:
-    """Bytes of tensor storage in cached vision features (FPN maps and position encodings)."""
-    return tensors_nbytes([*(features.fpn_hidden_states or ()), *(features.fpn_position_encoding or ())])
+    """Bytes of tensor storage in cached vision features (backbone output, FPN maps and position encodings)."""
+    backbone = [features.last_hidden_state] if getattr(features, "last_hidden_state", None) is not None else []
+    return tensors_nbytes([*backbone, *(features.fpn_hidden_states or ()), *(features.fpn_position_encoding or ())])

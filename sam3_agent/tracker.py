@@ -243,10 +243,15 @@ class Sam3PointSegmenter(CachedImageModel):
         for both models. Masks are unchanged (a test checks them bit for bit). Idempotent.
 
         Returns:
-            True when shared (now or before), False when the two differ (nothing changes; the reason is logged).
+            True when shared with ``segmenter`` (now or before), False when the two differ or the point model already
+            shares another segmenter's backbone (nothing changes; the reason is logged). Once shared, the point
+            model keeps that segmenter alive.
         """
         with self._lock:
             if self._shared is not None:
+                if self._shared.source is not segmenter:
+                    logger.info("SAM 3's point model already shares the backbone of %s; not switching",
+                                self._shared.source.name)
                 return self._shared.source is segmenter
             reason = _backbone_mismatch(self._model.vision_encoder.backbone, segmenter.backbone)
             reason = reason or _processor_mismatch(self._processor, segmenter.processor)

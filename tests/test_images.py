@@ -258,10 +258,13 @@ def test_image_digest_hashes_mode_size_and_pixels(photo):
 @pytest.mark.parametrize("path, name", [
     ("/tmp/gradio/3f2a/coffee.jpg", "coffee.jpg"),
     ("coffee.jpg", "coffee.jpg"),
-    ("C:\\Users\\me\\Pictures\\cat photo.png", "cat photo.png"),
+    ("/photos/back\\slash.jpg", "back\\slash.jpg"),  # a legal character in a POSIX file name
+    (" spaced .jpg", " spaced .jpg"),
     ("a\x00b\n.png", "ab.png"),
-    ("/tmp/folder/", None),
+    ("/tmp/\udcff\udcfe.jpg", ".jpg"),  # undecodable bytes (surrogate escapes) cannot go into JSON
+    ("/tmp/folder/", "folder"),
     ("", None),
+    ("/", None),
     (None, None),
     (42, None),
     ("x" * 300 + ".png", "x" * 255),

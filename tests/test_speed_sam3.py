@@ -89,14 +89,15 @@ def test_features_larger_than_the_byte_bound_are_not_cached(loaded, photos, feat
     assert segmenter.encode_count == 2
 
 
-def test_feature_bytes_count_the_fpn_maps_and_their_position_encodings(loaded, photos, feature_bytes):
+def test_feature_bytes_count_the_backbone_output_fpn_maps_and_position_encodings(loaded, photos, feature_bytes):
     import torch
 
     pixel_values = loaded._processor(images=photos[0], return_tensors="pt")["pixel_values"]
     with torch.inference_mode():
         encoded = loaded._model.get_vision_features(pixel_values=pixel_values)
-    expected = sum(t.numel() * 4 for t in list(encoded.fpn_hidden_states) + list(encoded.fpn_position_encoding))
-    assert features_nbytes(encoded) == expected == feature_bytes
+    tensors = [encoded.last_hidden_state, *encoded.fpn_hidden_states, *encoded.fpn_position_encoding]
+    expected = sum(t.numel() * 4 for t in tensors)
+    assert features_nbytes(encoded) == expected == feature_bytes  # what the cache holds and counts per image
 
 
 def test_cache_bounds_are_checked_and_clear_frees_everything(loaded, photos):

@@ -112,6 +112,21 @@ def test_bad_input_shows_an_error_and_a_warning(tmp_path, image, query, message)
     assert len(warnings) == 1 and message in warnings[0]
 
 
+@pytest.mark.parametrize("rounds, threshold, message", [
+    (float("nan"), 0.5, "must be numbers, got nan and 0.5"),
+    (float("inf"), 0.5, "must be numbers, got inf and 0.5"),
+    (None, 0.5, "must be numbers, got None and 0.5"),
+    (0, 0.5, "max_rounds must be between 1 and 100, got 0"),
+    (10, float("nan"), "score_threshold must be in [0, 1], got nan"),
+])
+def test_a_bad_budget_or_threshold_from_a_hand_made_request_is_an_error_not_a_crash(tmp_path, rounds, threshold,
+                                                                                     message):
+    warnings: list[str] = []
+    outputs = list(make_handlers(tmp_path, messages=warnings).run(COFFEE, "the cup", rounds, threshold, RunSlot()))
+    assert len(outputs) == 1 and 'class="status status-error"' in outputs[0].status
+    assert len(warnings) == 1 and message in warnings[0]
+
+
 def test_models_that_failed_to_load_are_reported_on_every_run(tmp_path):
     warnings: list[str] = []
     handlers = make_handlers(tmp_path, load_error="SAM 3 weights not found at /models/sam3", messages=warnings)

@@ -179,7 +179,13 @@ class Handlers:
     def _start(self, image: Any, query: str, max_rounds: float, score_threshold: float) -> AgentRun:
         if image is None or (isinstance(image, str) and not image):
             raise InputError("add an image first: upload, paste or pick an example")
-        agent = self.factory.new_agent(int(max_rounds), float(score_threshold))
+        try:
+            rounds, threshold = int(max_rounds), float(score_threshold)
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(
+                f"the round budget and the score threshold must be numbers, got {max_rounds!r} and {score_threshold!r}"
+            ) from None
+        agent = self.factory.new_agent(rounds, threshold)
         return agent.start(load_image(image), query or "", image_name=image if isinstance(image, str) else None)
 
     def run(
