@@ -233,6 +233,18 @@ def test_a_point_click_with_nothing_selected_makes_a_new_mask_and_later_clicks_r
     assert correct.pending_clicks(correct.undo(second)) == (((60.0, 300.0),), (1,))
 
 
+def test_relabelling_or_hiding_between_clicks_keeps_the_earlier_clicks_but_painting_does_not(session):
+    model = FakePointSegmenter()
+    first = correct.click(session, CLICK_POSITIVE, 60, 300, model)
+    labelled = correct.toggle(correct.relabel(first, "spoon"), 0)  # no pixel of mask 3 changed
+    assert correct.pending_clicks(labelled) == (((60.0, 300.0),), (1,))
+    second = correct.click(labelled, CLICK_NEGATIVE, 80, 320, model)
+    assert model.calls[-1] == ([(60.0, 300.0), (80.0, 320.0)], [1, 0])
+    assert second.state.items[2].label == "spoon"
+    stroked = correct.brush(second, painted((512, 512), 60, 280, 100, 320), erase=False)
+    assert correct.pending_clicks(stroked) == ((), ())  # the mask's pixels changed by other means: start over
+
+
 def test_a_point_click_replaces_the_selected_mask(session):
     replaced = correct.click(correct.select(session, 1), CLICK_POSITIVE, 400, 350, FakePointSegmenter())
     assert len(replaced.state.items) == 2 and replaced.selected == 1

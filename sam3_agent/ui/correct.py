@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from .. import edits
-from ..edits import ClickMask, EditState
+from ..edits import ClickMask, EditState, RelabelMask, ToggleMask
 from ..errors import InputError
 from ..export import BUNDLE_FILE, load_bundle
 from ..strokes import stroke_from_editor
@@ -180,16 +180,19 @@ def mask_at(session: CorrectSession, x: float, y: float, include_hidden: bool = 
 
 
 def pending_clicks(session: CorrectSession) -> tuple[tuple[tuple[float, float], ...], tuple[int, ...]]:
-    """The clicks the next point click builds on: those of the latest edit when it was a click edit that made or
-    refined the selected mask, else none. Points are full-resolution (x, y); labels 1 positive / 0 negative.
+    """The clicks the next point click builds on: those of the latest pixel-changing edit when it was a click edit
+    that made or refined the selected mask, else none. Relabelling and showing/hiding masks change no pixels, so
+    they do not break the chain (label a clicked mask, then click off the object: the earlier clicks still count).
+    Points are full-resolution (x, y); labels 1 positive / 0 negative.
 
     Deriving them from the history keeps them right after undo and redo.
     """
-    applied = session.state.applied
-    if not applied or session.selected is None or not isinstance(applied[-1], ClickMask):
+    if session.selected is None:
         return (), ()
-    last = applied[-1]
-    made_it = last.index is None and session.selected == len(session.state.items) - 1
+    last = next((op for op in reversed(session.state.applied) if not isinstance(op, (RelabelMask, ToggleMask))), None)
+    if not isinstance(last, ClickMask):
+        return (), ()
+    made_it = last.index is None and session.selected == len(session.state.items) - 1  # relabel/toggle add no mask
     if last.index == session.selected or made_it:
         return last.points, last.labels
     return (), ()

@@ -26,6 +26,7 @@ from sam3_agent.export import load_bundle
 
 PHOTO = ROOT / "assets" / "coffee.jpg"  # 600 x 400
 CLICK = (300, 120)  # image pixels of the point click
+NEGATIVE = (550, 350)  # image pixels of a later point OFF the object
 STROKE_Y, STROKE_X0, STROKE_X1 = 300, 150, 450  # image pixels of the brush stroke (a horizontal line)
 
 
@@ -196,3 +197,45 @@ def test_bad_input_gives_a_message_and_keeps_the_masks(page, corrected, tmp_path
     expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(2)  # the reloaded session is intact
     page.click("#redo-btn")
     status_says(page, "Corrected answer: 3 masks")
+
+
+def test_relabel_a_negative_click_bring_in_delete_and_the_png_export(page, corrected, tmp_path):
+    import re
+    import zipfile
+
+    from PIL import Image
+
+    page.locator("#selected-mask input").click()
+    page.get_by_role("option", name=re.compile(r"^3: ")).click()
+    status_says(page, "Selected: mask 3.")
+    page.locator("#mask-label textarea, #mask-label input").first.fill("spoon")
+    page.click("#label-btn")
+    status_says(page, "Last edit: label mask 3 'spoon'.")
+    expect(page.locator('#correct-masks tr[data-mask="3"]')).to_contain_text("spoon")
+
+    page.get_by_label("Add a point OFF the object (SAM 3)").check()
+    click_image(page, "#correct-overlay", *NEGATIVE)
+    status_says(page, "Last edit: 2 click(s) -> mask 3.")  # the positive click that made it, then this one
+
+    page.click("#bring-btn")  # round 1, mask 1: the agent's first phrase
+    status_says(page, "Corrected answer: 4 masks")
+    status_says(page, "Last edit: bring in mask 1 of round 1.")
+    page.locator("#selected-mask input").click()
+    page.get_by_role("option", name=re.compile(r"^4: ")).click()
+    page.click("#delete-btn")
+    status_says(page, "Last edit: delete mask 4.")
+    expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(3)
+
+    archive = download(page, "#export-png-btn", "corrected_masks_png.zip", tmp_path)
+    status_says(page, "Exported PNG masks (3 masks)")
+    with zipfile.ZipFile(archive) as pngs:
+        names = sorted(pngs.namelist())
+        assert names == ["mask_001.png", "mask_002.png", "mask_003.png"]
+        for name in names:
+            with pngs.open(name) as f, Image.open(f) as mask:
+                assert mask.size == (600, 400) and set(np.unique(np.asarray(mask))) <= {0, 255}
+    coco = COCO(str(download(page, "#export-coco-btn", "corrected_masks.json", tmp_path)))
+    assert coco.imgs[1]["file_name"] == PHOTO.name  # the uploaded photo's name, not image.png
+    assert [coco.cats[a["category_id"]]["name"] for a in coco.loadAnns(coco.getAnnIds())] == [
+        "the cup on the saucer", "the cup on the saucer", "spoon"]
+    page.screenshot(path=str(SHOTS / "correct_08_relabel_bring_delete.png"), full_page=True)
