@@ -72,3 +72,21 @@ def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
     (only,) = handlers.run(str(ASSETS / "coffee.jpg"), "the cup", 5, 0.5, RunSlot())
     assert 'class="status status-error"' in only.status and "no folder at" in only.status
     assert len(warnings) == 1
+
+
+def test_correct_tab_events_share_one_serial_queue(tmp_path):
+    """Each Correct-tab event replaces the whole edit state: two running at once would lose one of the edits."""
+    from sam3_agent.presets import BackendSettings
+    from sam3_agent.ui.handlers import Handlers
+    from sam3_agent.ui.layout import build_demo
+    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.settings import AppSettings
+
+    settings = AppSettings(BackendSettings(preset="tiny"))
+    demo = build_demo(Handlers(AgentFactory.load(settings), warn=lambda _m: None, root=tmp_path / "app"), settings)
+    names = {"click", "set_shown", "select", "relabel", "delete", "undo", "redo", "paint", "erase", "bring_in",
+             "export_coco", "export_pngs", "export_bundle", "export_trace"}
+    fns = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") in names or f.concurrency_id == "correct-edits"]
+    found = {getattr(f.fn, "__name__", "") for f in fns}
+    assert names <= found
+    assert {(f.concurrency_id, f.concurrency_limit) for f in fns} == {("correct-edits", 1)}

@@ -97,7 +97,11 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, gpu: Callable[[C
                round_pick, number_pick, preview, tabs]
     if len(outputs) != len(CorrectOutputs._fields):  # a programming error, caught by the first test that builds the page
         raise RuntimeError("the Correct tab's outputs do not match CorrectOutputs")
-    quiet = {"api_visibility": "private", "show_progress": "hidden"}
+    # Every Correct-tab event reads and replaces the session's whole edit state: two in flight at once (a quick
+    # select then delete) would each start from the same state and the later one would undo the other. One
+    # shared queue runs them one at a time, in order; each takes milliseconds (a point click, one model call).
+    serial = {"concurrency_id": "correct-edits", "concurrency_limit": 1}
+    quiet = {"api_visibility": "private", "show_progress": "hidden", **serial}
     corrected_image.select(gpu(handlers.click), inputs=[session, mode], outputs=outputs, **quiet)
     shown.input(handlers.set_shown, inputs=[session, shown], outputs=outputs, **quiet)
     selected.input(handlers.select, inputs=[session, selected], outputs=outputs, **quiet)
@@ -115,5 +119,5 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, gpu: Callable[[C
         button.click(export, inputs=[session], outputs=[status, download], **quiet)
     # the upload box is emptied afterwards (read or refused), ready for the next file
     upload.upload(lambda path: (*handlers.upload(path), None), inputs=[upload], outputs=[*outputs, upload],
-                  api_visibility="private")
+                  api_visibility="private", **serial)
     return CorrectView(session, outputs)

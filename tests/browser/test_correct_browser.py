@@ -218,10 +218,8 @@ def test_relabel_a_negative_click_bring_in_delete_and_the_png_export(page, corre
     status_says(page, "Last edit: 2 click(s) -> mask 3.")  # the positive click that made it, then this one
 
     page.click("#bring-btn")  # round 1, mask 1: the agent's first phrase
-    status_says(page, "Corrected answer: 4 masks")
-    status_says(page, "Last edit: bring in mask 1 of round 1.")
-    page.locator("#selected-mask input").click()
-    page.get_by_role("option", name=re.compile(r"^4: ")).click()
+    status_says(page, "Corrected answer: 4 masks (the agent chose 1). Last edit: bring in mask 1 of round 1.")
+    status_says(page, "Selected: mask 4.")  # the mask brought in
     page.click("#delete-btn")
     status_says(page, "Last edit: delete mask 4.")
     expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(3)
