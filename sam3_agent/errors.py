@@ -18,3 +18,13 @@ class BackendError(Sam3AgentError, RuntimeError):
 
 class TraceFormatError(Sam3AgentError, ValueError):
     """A saved trace is malformed, too large, or of an unknown schema version."""
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for a CUDA or host out-of-memory error, whatever its type (torch raises some as plain RuntimeError)."""
+    import torch
+
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(error).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "not enough memory" in text

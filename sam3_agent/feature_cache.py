@@ -109,3 +109,27 @@ class CachedImageModel:
         """Forget every cached image encoding."""
         with self._lock:
             self._cache.clear()
+
+    def _run_locked(self, run: Callable[[], Any], model: str, image_size: tuple[int, int], advice: str) -> Any:
+        """``run()`` under the lock and ``torch.inference_mode``; out of memory becomes a ``BackendError`` saying
+        ``"{model} ran out of memory on a WxH image on {device}: try a smaller image, free memory, or {advice}."``.
+
+        Raises:
+            BackendError: out of memory (the CUDA cache is emptied first).
+        """
+        from .errors import BackendError, is_out_of_memory
+
+        with self._lock:
+            try:
+                with torch.inference_mode():
+                    return run()
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                width, height = image_size
+                raise BackendError(
+                    f"{model} ran out of memory on a {width}x{height} image on {self.device}: try a smaller image, "
+                    f"free memory, or {advice}."
+                ) from exc

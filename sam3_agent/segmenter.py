@@ -87,15 +87,6 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _is_out_of_memory(error: BaseException) -> bool:
-    if isinstance(error, torch.OutOfMemoryError):
-        return True
-    text = str(error).lower()
-    return isinstance(error, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text or "not enough memory" in text
-    )
-
-
 class Sam3Segmenter(CachedImageModel):
     """SAM 3 (transformers ``Sam3Model``) with a per-image feature cache; shared safely by several users.
 
@@ -201,19 +192,8 @@ class Sam3Segmenter(CachedImageModel):
         if image.mode != "RGB":
             image = image.convert("RGB")
         key = image_digest(image)
-        with self._lock:
-            try:
-                with torch.inference_mode():
-                    return self._segment_locked(image, key, phrase, float(score_threshold))
-            except Exception as exc:
-                if not _is_out_of_memory(exc):
-                    raise
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                raise BackendError(
-                    f"SAM 3 ({self.name}) ran out of memory on a {image.width}x{image.height} image on "
-                    f"{self.device}: try a smaller image, free memory, or run SAM 3 on the CPU."
-                ) from exc
+        return self._run_locked(lambda: self._segment_locked(image, key, phrase, float(score_threshold)),
+                                f"SAM 3 ({self.name})", image.size, "run SAM 3 on the CPU")
 
     def backbone_output(self, image: Image.Image) -> torch.Tensor:
         """The vision backbone's output for ``image``, from the feature cache (encoding it when missing).
@@ -225,8 +205,8 @@ class Sam3Segmenter(CachedImageModel):
         if image.mode != "RGB":
             image = image.convert("RGB")
         key = image_digest(image)
-        with self._lock, torch.inference_mode():
-            return self._vision_features(image, key).last_hidden_state
+        return self._run_locked(lambda: self._vision_features(image, key).last_hidden_state,
+                                f"SAM 3 ({self.name})", image.size, "run SAM 3 on the CPU")
 
     @property
     def backbone(self) -> torch.nn.Module:

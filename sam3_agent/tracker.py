@@ -82,13 +82,6 @@ def tracker_load_failure_message(model_id: str, error: BaseException | None = No
     )
 
 
-def _is_out_of_memory(error: BaseException) -> bool:
-    if isinstance(error, torch.OutOfMemoryError):
-        return True
-    text = str(error).lower()
-    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
 def check_clicks(
     points: Sequence[tuple[float, float]], labels: Sequence[int], width: int, height: int
 ) -> tuple[list[list[float]], list[int]]:
@@ -218,19 +211,8 @@ class Sam3PointSegmenter(CachedImageModel):
             image = image.convert("RGB")
         clicks, click_labels = check_clicks(points, labels, image.width, image.height)
         key = image_digest(image)
-        with self._lock:
-            try:
-                with torch.inference_mode():
-                    return self._segment_locked(image, key, clicks, click_labels)
-            except Exception as exc:
-                if not _is_out_of_memory(exc):
-                    raise
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                raise BackendError(
-                    f"SAM 3's point-prompt model ({self.name}) ran out of memory on a {image.width}x{image.height} "
-                    f"image on {self.device}: try a smaller image, free memory, or run it on the CPU."
-                ) from exc
+        return self._run_locked(lambda: self._segment_locked(image, key, clicks, click_labels),
+                                f"SAM 3's point-prompt model ({self.name})", image.size, "run it on the CPU")
 
     # ------------------------------------------------------------------ internals (call with the lock held)
 

@@ -286,10 +286,15 @@ def _build_model(kind: str, tokenizer, seed: int):
         )
         model_cls = Qwen2_5_VLForConditionalGeneration
 
-    model = seeded_model(lambda: model_cls(config), seed)
-    gen = model.generation_config
-    gen.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
-    gen.pad_token_id = ids["<|endoftext|>"]
-    gen.bos_token_id = None
-    gen.do_sample = False
+    return with_greedy_generation(seeded_model(lambda: model_cls(config), seed), ids)
+
+
+def with_greedy_generation(model, ids: dict[str, int]):
+    """``model`` with Qwen's generation settings: greedy, a turn ends at ``<|im_end|>`` or ``<|endoftext|>``
+    (``ids`` maps those tokens to their ids), padding with ``<|endoftext|>``, no BOS token."""
+    generation = model.generation_config
+    generation.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
+    generation.pad_token_id = ids["<|endoftext|>"]
+    generation.bos_token_id = None
+    generation.do_sample = False
     return model

@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 from .checkpoint import is_built, save_model_and_processor, seeded_model, write_checkpoint
-from .qwen import chat_template
+from .qwen import chat_template, with_greedy_generation
 
 logger = logging.getLogger(__name__)
 
@@ -231,13 +231,7 @@ def _build_model(tokenizer, seed: int, hidden: int = TEXT_HIDDEN, layers: int = 
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
-    model = seeded_model(lambda: Qwen3VLForConditionalGeneration(config), seed)
-    generation = model.generation_config
-    generation.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
-    generation.pad_token_id = ids["<|endoftext|>"]
-    generation.bos_token_id = None
-    generation.do_sample = False
-    return model
+    return with_greedy_generation(seeded_model(lambda: Qwen3VLForConditionalGeneration(config), seed), ids)
 
 
 def build_small_qwen(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 
-from ..errors import BackendError
+from ..errors import BackendError, is_out_of_memory
 
 DEFAULT_VLM_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
 
@@ -43,7 +42,7 @@ def load_error_message(model_id: str, device: str, exc: BaseException) -> str:
     """A one-paragraph explanation of a failed load, naming the model and the fixes."""
     text = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
     lowered = str(exc).lower()
-    if _is_out_of_memory(exc):
+    if is_out_of_memory(exc):
         return (
             f"{model_id} does not fit in memory on {device}: use a smaller model (e.g. Qwen/Qwen3-VL-2B-Instruct) "
             f"or another device ({text})"
@@ -57,17 +56,9 @@ def load_error_message(model_id: str, device: str, exc: BaseException) -> str:
     )
 
 
-def _is_out_of_memory(exc: BaseException) -> bool:
-    """True for CUDA or host out-of-memory errors, whatever their type."""
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    lowered = str(exc).lower()
-    return "out of memory" in lowered or "can't allocate memory" in lowered
-
-
 def generation_error_message(name: str, exc: BaseException) -> str:
     """One line for a failed generation; out-of-memory errors say what to reduce."""
-    if _is_out_of_memory(exc):
+    if is_out_of_memory(exc):
         return (
             f"{name} ran out of memory while generating: reduce max_pixels (fewer image tokens), "
             f"max_new_tokens, or use a smaller model ({type(exc).__name__}: {exc})"
