@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 import torch
 
@@ -466,21 +466,13 @@ class TransformersQwenVLM:
         """Run ``decoder`` to the end in a worker thread (as ``generate`` runs), feeding each row's collector."""
         outcome: dict[str, Any] = {}
 
+        def feed(emitted: list[int | None]) -> None:
+            for token, collector in zip(emitted, collectors):
+                if token is not None:
+                    collector.add(token)
+
         def work() -> None:
-            try:
-                with torch.inference_mode():
-                    steps = decoder.run(requests, limit, stop, counters)
-                    while True:
-                        try:
-                            emitted = next(steps)
-                        except StopIteration as done:
-                            outcome["rows"] = done.value
-                            return
-                        for token, collector in zip(emitted, collectors):
-                            if token is not None:
-                                collector.add(token)
-            except BaseException as exc:  # re-raised in the caller's thread
-                outcome["error"] = exc
+            _consume(lambda: decoder.run(requests, limit, stop, counters), feed, outcome)
 
         worker = threading.Thread(target=work, name=f"decode[{self.name}]", daemon=True)
         worker.start()
@@ -500,20 +492,13 @@ class TransformersQwenVLM:
         halt = _EitherEvent(stop, abandoned)
         outcome: dict[str, Any] = {}
 
+        def relay(emitted: list[int | None]) -> None:
+            if emitted[0] is not None:
+                tokens.put(emitted[0])
+
         def work() -> None:
             try:
-                with torch.inference_mode():
-                    steps = self._cached.run([request], limit, halt, counters)  # type: ignore[union-attr]
-                    while True:
-                        try:
-                            emitted = next(steps)
-                        except StopIteration as done:
-                            outcome["rows"] = done.value
-                            return
-                        if emitted[0] is not None:
-                            tokens.put(emitted[0])
-            except BaseException as exc:  # re-raised in the caller's thread
-                outcome["error"] = exc
+                _consume(lambda: self._cached.run([request], limit, halt, counters), relay, outcome)  # type: ignore[union-attr]
             finally:
                 tokens.put(None)
 
@@ -596,6 +581,28 @@ class TransformersQwenVLM:
             self.name, prompt_tokens, output_tokens, time.perf_counter() - started, finish,
         )
         yield Generation("".join(pieces), finish, prompt_tokens, output_tokens)
+
+
+def _consume(
+    start: Callable[[], Generator[list[int | None], None, list[RowResult]]],
+    on_step: Callable[[list[int | None]], None],
+    outcome: dict[str, Any],
+) -> None:
+    """Run a ``CachedDecoder.run`` generator to its end under ``torch.inference_mode`` (in a worker thread),
+    handing each step's tokens to ``on_step``; leaves ``outcome["rows"]``, or ``outcome["error"]`` for the caller's
+    thread to re-raise."""
+    try:
+        with torch.inference_mode():
+            steps = start()
+            while True:
+                try:
+                    emitted = next(steps)
+                except StopIteration as done:
+                    outcome["rows"] = done.value
+                    return
+                on_step(emitted)
+    except BaseException as exc:  # re-raised in the caller's thread
+        outcome["error"] = exc
 
 
 class _EitherEvent:

@@ -89,3 +89,12 @@ def open_page(url: str, profile: Path, init_script: str | None = None):
             yield page
         finally:
             context.close()
+
+
+def download(page, container: str, name: str, folder: Path) -> Path:
+    """Click the link offering the file ``name`` inside ``container`` (a CSS selector); save it as ``folder/name``."""
+    with page.expect_download() as info:
+        page.locator(f'{container} a[download="{name}"]').click()
+    target = folder / name
+    info.value.save_as(str(target))
+    return target

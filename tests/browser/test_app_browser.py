@@ -19,6 +19,7 @@ if not Path("/usr/bin/chromium").exists():
     pytest.skip("Chromium is not installed at /usr/bin/chromium (CI installs it with apt-get)",
                 allow_module_level=True)
 
+import browser_app
 from browser_app import ROOT, SHOTS, open_page, running_app
 from playwright.sync_api import Page, expect
 
@@ -60,11 +61,7 @@ def start_run(page: Page, query: str) -> None:
 
 
 def download(page: Page, name: str, folder: Path) -> Path:
-    with page.expect_download() as info:
-        page.locator(f'#downloads a[download="{name}"]').click()
-    target = folder / name
-    info.value.save_as(str(target))
-    return target
+    return browser_app.download(page, "#downloads", name, folder)
 
 
 @pytest.fixture(scope="module")

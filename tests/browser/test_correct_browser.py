@@ -17,6 +17,7 @@ if not Path("/usr/bin/chromium").exists():
     pytest.skip("Chromium is not installed at /usr/bin/chromium (CI installs it with apt-get)",
                 allow_module_level=True)
 
+import browser_app
 from browser_app import ROOT, SHOTS, open_page, running_app
 from playwright.sync_api import Page, expect
 from pycocotools.coco import COCO
@@ -78,11 +79,7 @@ def drag_on_editor(page: Page, points: list[tuple[int, int]], width: int, height
 def download(page: Page, button: str, name: str, folder: Path) -> Path:
     """Press an export button and download the file it offers (named ``name``)."""
     page.click(button)
-    with page.expect_download() as info:
-        page.locator(f'#correct-download a[download="{name}"]').click()
-    target = folder / name
-    info.value.save_as(str(target))
-    return target
+    return browser_app.download(page, "#correct-download", name, folder)
 
 
 @pytest.fixture(scope="module")
