@@ -35,6 +35,7 @@ import numpy as np
 
 from .errors import InputError, TraceFormatError
 from .masks import decode_rle, encode_rle
+from .safe_read import check_rle, describe
 from .types import Masks, Trace
 
 logger = logging.getLogger(__name__)
@@ -73,14 +74,16 @@ class MaskRle:
 
     @staticmethod
     def from_json(data: Any) -> "MaskRle":
-        """Read ``{"size": [H, W], "counts": str}``; raises TraceFormatError when malformed or undecodable."""
+        """Read ``{"size": [H, W], "counts": str}``; raises TraceFormatError when malformed or undecodable.
+
+        The runs are checked now (without decoding) rather than at replay; the loader checks the size against the
+        image (``safe_read.check_edit_masks``)."""
         try:
             height, width = (int(v) for v in data["size"])
-            rle = MaskRle(height, width, str(data["counts"]))
-            rle.to_mask()  # validates the runs now rather than at replay
-        except (KeyError, TypeError, ValueError) as error:
-            raise TraceFormatError(f"an edit holds a malformed RLE mask: {error}") from None
-        return rle
+        except (KeyError, TypeError, ValueError):
+            raise TraceFormatError("an edit holds a malformed RLE mask: it has no size [height, width]") from None
+        check_rle(data, height, width, "an edit's RLE mask")
+        return MaskRle(height, width, data["counts"])
 
 
 @dataclass(frozen=True)
@@ -229,7 +232,7 @@ def op_from_json(data: Any) -> EditOp:
     except TraceFormatError:
         raise
     except (KeyError, TypeError, ValueError) as error:
-        raise TraceFormatError(f"edit {data['op']!r} is malformed: {type(error).__name__}: {error}") from None
+        raise TraceFormatError(f"edit {data['op']!r} is malformed: {describe(error)}") from None
 
 
 @dataclass(frozen=True, eq=False)

@@ -40,8 +40,19 @@ from pycocotools import mask as coco_mask
 
 from .edits import AGENT_ORIGIN, EditState, MaskItem, items_from_masks
 from .errors import InputError, TraceFormatError
-from .masks import decode_rle, encode_rle
-from .trace_io import IMAGE_DIR, MAX_ZIP_BYTES, TRACE_FILE, load_trace, open_zip, trace_from_json, trace_to_json
+from .masks import encode_rle
+from .safe_read import (
+    MAX_ZIP_BYTES,
+    DecodeBudget,
+    ZipFiles,
+    describe,
+    is_zip_with,
+    masks_for_image,
+    read_json,
+    reading,
+    regular_file,
+)
+from .trace_io import IMAGE_DIR, TRACE_FILE, load_trace, trace_from_json, trace_to_json
 from .types import Trace
 
 logger = logging.getLogger(__name__)
@@ -127,21 +138,24 @@ def items_from_coco(document: Any, width: int, height: int, what: str = "the COC
             raise ValueError(f"it describes {len(images)} images, expected 1")
         size = (int(images[0]["width"]), int(images[0]["height"]))
     except (KeyError, TypeError, ValueError, IndexError) as error:
-        raise InputError(f"{what} is not a COCO instance file of one image: {type(error).__name__}: {error}") from None
+        raise InputError(f"{what} is not a COCO instance file of one image: {describe(error)}") from None
     if size != (width, height):
         raise InputError(f"{what} is for a {size[0]}x{size[1]} image but the image is {width}x{height}")
     items = []
+    budget = DecodeBudget()
     for number, ann in enumerate(annotations, start=1):
         try:
             label = names[int(ann["category_id"])]
-            mask = decode_rle([ann["segmentation"]], height=height, width=width)[0]
+            mask = masks_for_image([ann["segmentation"]], height, width, f"annotation {number} of {what}", budget)[0]
             attributes = ann.get("attributes") or {}
             score = ann.get("score")
             items.append(MaskItem(mask, label, None if score is None else float(score),
                                   str(attributes.get("origin", AGENT_ORIGIN)),
                                   edited=bool(attributes.get("edited_by_hand", False))))
+        except TraceFormatError as error:  # the mask does not fit the image; the message names the annotation
+            raise InputError(str(error)) from None
         except (KeyError, TypeError, ValueError) as error:
-            raise InputError(f"annotation {number} of {what} is malformed: {type(error).__name__}: {error}") from None
+            raise InputError(f"annotation {number} of {what} is malformed: {describe(error)}") from None
     return items
 
 
@@ -236,23 +250,22 @@ def write_bundle(trace: Trace, path: str | Path, state: EditState | None = None)
     return path
 
 
-def _read_json(archive: zipfile.ZipFile, name: str) -> Any:
+def _read_json(archive: ZipFiles, name: str) -> Any:
     try:
-        return json.loads(archive.read(name).decode("utf-8"))
+        return read_json(archive, name, "the bundle")
     except KeyError:
         raise TraceFormatError(f"the bundle has no {name}; export it again") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TraceFormatError(f"{name} in the bundle is not valid JSON: {error}") from None
 
 
-def load_bundle(data: bytes, max_bytes: int = MAX_ZIP_BYTES) -> Bundle:
-    """Import a bundle made by :func:`bundle_bytes`.
+def load_bundle(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES) -> Bundle:
+    """Import a bundle made by :func:`bundle_bytes` (its bytes or its path).
 
     Raises:
-        TraceFormatError: not a zip or not a bundle, too large, unknown version, a malformed trace or COCO file,
-            masks whose size differs from the image, or corrected masks that differ from what the edits give.
+        TraceFormatError: not a zip or not a bundle, too large, unsafe (``safe_read``), unknown version, a malformed
+            trace or COCO file, masks whose size differs from the image, or corrected masks that differ from what the
+            edits give.
     """
-    with open_zip(data, max_bytes, "bundle") as archive:
+    with reading("the bundle"), ZipFiles(data, "the bundle", max_bytes) as archive:
         manifest = _read_json(archive, BUNDLE_FILE)
         if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
             raise TraceFormatError(f"{BUNDLE_FILE} does not describe a SAM3 Agent bundle")
@@ -300,11 +313,7 @@ def is_bundle(path: str | Path) -> bool:
     path = Path(path)
     if not path.is_file() or path.suffix.lower() != ".zip":
         return False
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return BUNDLE_FILE in archive.namelist()
-    except (zipfile.BadZipFile, OSError):
-        return False
+    return is_zip_with(path, BUNDLE_FILE)
 
 
 def load_trace_or_bundle(path: str | Path) -> Trace:
@@ -315,7 +324,6 @@ def load_trace_or_bundle(path: str | Path) -> Trace:
     """
     path = Path(path)
     if is_bundle(path):
-        if path.stat().st_size > MAX_ZIP_BYTES:
-            raise TraceFormatError(f"{path} is larger than {MAX_ZIP_BYTES // (1024 * 1024)} MB")
-        return load_bundle(path.read_bytes()).trace
+        with reading(f"the bundle {str(path)!r}"):
+            return load_bundle(regular_file(path, "the bundle")).trace
     return load_trace(path)

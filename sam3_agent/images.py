@@ -3,6 +3,9 @@
 ``load_image`` turns whatever the user gives (a path, encoded bytes, a PIL image, a numpy array)
 into the one form the core works with: an 8-bit RGB PIL image, upright (EXIF orientation
 applied), at its original resolution. Size limits are checked from the header, before decoding.
+Phone photos in HEIC/HEIF are read through the ``pillow-heif`` plugin (registered on import), AVIF
+by Pillow itself; only regular files are opened (a FIFO or device would block), and a URL is refused
+with advice rather than taken for a file name.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import hashlib
 import io
 import logging
 import os
+import re
+import stat
 import struct
 import warnings
 import zlib
@@ -22,10 +27,20 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from sam3_agent.errors import InputError
 
+try:  # HEIC/HEIF (iPhone photos); AVIF is built into Pillow >= 11.3
+    from pillow_heif import register_heif_opener
+except ImportError:  # pragma: no cover - pillow-heif is in requirements.txt
+    register_heif_opener = None
+else:
+    register_heif_opener()
+
 logger = logging.getLogger(__name__)
 
 MAX_PIXELS = 64_000_000  # decompression-bomb cap (pixels); configurable per call
 MIN_SIDE = 8  # smallest accepted width/height (pixels): nothing below this can be segmented usefully
+# What a message over the pixel limit advises by default (a front end with another limit passes its own advice).
+LIMIT_ADVICE = "downscale it (or raise the limit: --max-image-pixels on the command line, max_pixels in Python)"
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 ImageSource = Union[str, os.PathLike, bytes, bytearray, memoryview, Image.Image, np.ndarray]
 
@@ -54,7 +69,8 @@ def file_name_of(path: str | Path | None) -> str | None:
     return name if name.strip() else None
 
 
-def load_image(source: ImageSource, max_pixels: int = MAX_PIXELS) -> Image.Image:
+def load_image(source: ImageSource, max_pixels: int = MAX_PIXELS, name: str | None = None,
+               limit_advice: str = LIMIT_ADVICE) -> Image.Image:
     """Load and normalise an image for the agent.
 
     Accepted sources: a file path (``str`` or ``Path``), encoded image bytes, a PIL image, or a
@@ -74,50 +90,77 @@ def load_image(source: ImageSource, max_pixels: int = MAX_PIXELS) -> Image.Image
     Args:
         source: the image, see above.
         max_pixels: largest accepted width * height; checked on the header before decoding.
+        name: how messages name a file source (default: its path as given); a server passes the
+            uploaded file's own name so that messages never show its temporary paths.
+        limit_advice: what a message over ``max_pixels`` tells the person to do.
 
     Returns:
         PIL image, mode "RGB", 8 bits per channel, original resolution (after orientation).
 
     Raises:
-        InputError: file not found; not an image; truncated or corrupt data; more than
-            ``max_pixels`` pixels; a side shorter than ``MIN_SIDE``; an array of unsupported
-            shape, dtype or with NaN/infinite values; an unsupported source type or mode.
+        InputError: file not found; a URL; not a regular file (a folder, FIFO or device); not an
+            image; truncated or corrupt data; more than ``max_pixels`` pixels; a side shorter than
+            ``MIN_SIDE``; too large to decode in the memory left; an array of unsupported shape,
+            dtype or with NaN/infinite values; an unsupported source type or mode.
     """
     if isinstance(max_pixels, bool) or not isinstance(max_pixels, (int, np.integer)) or max_pixels < 1:
         raise InputError(f"max_pixels must be a positive integer, got {max_pixels!r}")
-    if isinstance(source, np.ndarray):
-        return _from_array(source, int(max_pixels))
-    if isinstance(source, Image.Image):
-        _check_size(source.size, int(max_pixels), "the image")
-        return _normalise(source, "the image")
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        with _open(io.BytesIO(bytes(source)), "the image data", int(max_pixels)) as img:
-            return _normalise(img, "the image data")
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.exists():
-            raise InputError(f"image file not found: {str(path)!r}; check the path")
-        if path.is_dir():
-            raise InputError(f"{str(path)!r} is a directory, not an image file; give the path of an image")
-        what = f"file {str(path)!r}"
-        try:
-            with open(path, "rb") as fh:
-                with _open(fh, what, int(max_pixels)) as img:
-                    return _normalise(img, what)
-        except PermissionError as exc:
-            raise InputError(f"cannot read {what}: permission denied") from exc
+    limit = (int(max_pixels), limit_advice)
+    try:
+        if isinstance(source, np.ndarray):
+            return _from_array(source, limit)
+        if isinstance(source, Image.Image):
+            _check_size(source.size, limit, "the image")
+            return _normalise(source, "the image")
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            with _open(io.BytesIO(bytes(source)), "the image data", limit) as img:
+                return _normalise(img, "the image data")
+        if isinstance(source, (str, os.PathLike)):
+            return _from_file(source, name, limit)
+    except MemoryError:
+        raise InputError("there is not enough memory left to decode this image; downscale it or try again "
+                         "later") from None
     raise InputError(
         f"unsupported image source of type {type(source).__name__}; give a file path, image bytes, "
         "a PIL image or a numpy array"
     )
 
 
-def _check_size(size: tuple[int, int], max_pixels: int, what: str) -> None:
+def _from_file(source: str | os.PathLike, name: str | None, limit: tuple[int, str]) -> Image.Image:
+    """Open a regular file (never a FIFO or device, whose reads could block forever) and load it."""
+    text = os.fspath(source)
+    shown = repr(name if name is not None else text)
+    if isinstance(text, str) and _URL.match(text):
+        raise InputError(f"{shown} is a URL; images are read from files only: download it first (e.g. "
+                         "`curl -L -o photo.jpg URL`) and give the file's path")
+    path = Path(source)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"image file not found: {shown}; check the path") from None
+    except OSError as exc:
+        raise InputError(f"cannot read the image file {shown}: {exc.strerror or 'not accessible'}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{shown} is a directory, not an image file; give the path of an image")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{shown} is not a regular file (a pipe, socket or device); save the image to a file "
+                         "and give that file's path")
+    what = f"file {shown}"
+    try:
+        with open(path, "rb") as fh:
+            with _open(fh, what, limit) as img:
+                return _normalise(img, what)
+    except PermissionError:
+        raise InputError(f"cannot read {what}: permission denied") from None
+
+
+def _check_size(size: tuple[int, int], limit: tuple[int, str], what: str) -> None:
+    max_pixels, advice = limit
     width, height = int(size[0]), int(size[1])
     if width * height > max_pixels:
         raise InputError(
-            f"{what} is {width}x{height} = {width * height:,} pixels, above the pixel limit of "
-            f"{max_pixels:,}; downscale it (or raise the limit: --max-image-pixels on the command line)"
+            f"{what} is {width}x{height} = {width * height:,} pixels, above the pixel limit of {max_pixels:,}; "
+            f"{advice}"
         )
     if min(width, height) < MIN_SIDE:
         raise InputError(
@@ -125,24 +168,26 @@ def _check_size(size: tuple[int, int], max_pixels: int, what: str) -> None:
         )
 
 
-def _open(stream: io.IOBase, what: str, max_pixels: int) -> Image.Image:
+def _open(stream: io.IOBase, what: str, limit: tuple[int, str]) -> Image.Image:
     """Open lazily (header only), check the size, then decode; errors become InputError."""
     try:
         with warnings.catch_warnings():  # our own limit is checked below, with a clearer message
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             img = Image.open(stream)
     except UnidentifiedImageError as exc:
-        raise InputError(f"{what} is not an image (or not a format Pillow can read); give a JPEG, PNG, WebP...") from exc
+        raise InputError(
+            f"{what} is not an image (or not a format this app reads); give a JPEG, PNG, WebP, HEIC, AVIF or TIFF"
+        ) from exc
     except Image.DecompressionBombError as exc:
         # Pillow refuses headers above twice its MAX_IMAGE_PIXELS before we can look at them.
         raise InputError(
-            f"{what} has far more pixels than the pixel limit of {max_pixels:,} (its header alone is refused as a "
+            f"{what} has far more pixels than the pixel limit of {limit[0]:,} (its header alone is refused as a "
             "possible decompression bomb); downscale it"
         ) from exc
     except _CORRUPT_ERRORS as exc:
         raise InputError(f"{what} is corrupt: its header cannot be read ({exc})") from exc
     try:
-        _check_size(img.size, max_pixels, what)
+        _check_size(img.size, limit, what)
         try:
             img.load()
         except Image.DecompressionBombError as exc:
@@ -208,7 +253,7 @@ def _rescale_to_uint8(values: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
 
 
-def _from_array(array: np.ndarray, max_pixels: int) -> Image.Image:
+def _from_array(array: np.ndarray, limit: tuple[int, str]) -> Image.Image:
     """Numpy array -> 8-bit RGB image (see ``load_image`` for the accepted shapes and dtypes)."""
     if array.ndim == 2:
         array = array[..., None]
@@ -218,7 +263,7 @@ def _from_array(array: np.ndarray, max_pixels: int) -> Image.Image:
             f"got {array.shape}"
         )
     height, width, channels = array.shape
-    _check_size((width, height), max_pixels, "the image array")
+    _check_size((width, height), limit, "the image array")
 
     kind = array.dtype.kind
     if kind == "b":

@@ -26,7 +26,21 @@ from PIL import Image
 from .edits import op_from_json, op_to_json
 from .errors import TraceFormatError
 from .images import file_name_of
-from .masks import decode_rle, encode_rle
+from .masks import encode_rle
+from .safe_read import (
+    MAX_ZIP_BYTES,
+    DecodeBudget,
+    FolderFiles,
+    ZipFiles,
+    check_edit_masks,
+    decode_image,
+    describe,
+    masks_for_image,
+    read_json,
+    reading,
+    regular_file,
+    view_size_limit,
+)
 from .types import (
     SCHEMA_VERSION,
     ContextRecord,
@@ -45,8 +59,6 @@ from .types import (
 
 TRACE_FILE = "trace.json"
 IMAGE_DIR = "images"
-MAX_ZIP_BYTES = 200 * 1024 * 1024  # a trace of 30 rounds with 1000 px images is a few tens of MB
-MAX_ZIP_MEMBERS = 5000
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,80}$")
 
 
@@ -214,20 +226,27 @@ def trace_to_zip_bytes(trace: Trace) -> bytes:
 
 
 class _Reader:
+    """Decodes a trace's images and masks, each checked against the raw image (``safe_read``) before decoding."""
+
     def __init__(self, load_image_bytes: Any) -> None:
         self._load = load_image_bytes
         self._cache: dict[str, Image.Image] = {}
+        self.budget = DecodeBudget()
+        self.size: tuple[int, int] | None = None  # (width, height) of the raw image, read first
 
-    def image(self, name: Any) -> Image.Image:
+    def image(self, name: Any, raw: bool = False) -> Image.Image:
         if not isinstance(name, str) or not _NAME.match(name):
             raise TraceFormatError(f"bad image name {name!r} in the trace")
         if name not in self._cache:
+            path = f"{IMAGE_DIR}/{name}.png"
             try:
-                image = Image.open(io.BytesIO(self._load(f"{IMAGE_DIR}/{name}.png")))
-                image.load()
-            except (OSError, KeyError) as error:
-                raise TraceFormatError(f"image {IMAGE_DIR}/{name}.png is missing or unreadable: {error}") from None
-            self._cache[name] = image.convert("RGB") if image.mode != "RGB" else image
+                data = self._load(path)
+            except (OSError, KeyError):
+                raise TraceFormatError(f"image {path} is missing from the trace") from None
+            limit = None if raw or self.size is None else view_size_limit(*self.size)
+            self._cache[name] = decode_image(data, f"image {path}", limit, budget=self.budget)
+        if raw:
+            self.size = self._cache[name].size
         return self._cache[name]
 
     def part(self, data: dict[str, Any]) -> Part:
@@ -251,13 +270,11 @@ class _Reader:
     def masks(self, data: dict[str, Any] | None) -> Masks | None:
         if data is None:
             return None
-        height, width = (int(v) for v in data["size"])
-        if data["rle"]:
-            masks = decode_rle(data["rle"])
-        else:
-            masks = np.zeros((0, height, width), dtype=bool)
-        if masks.shape[1:] != (height, width):
-            raise TraceFormatError(f"masks of size {masks.shape[1:]} do not match the recorded size {height}x{width}")
+        width, height = self.size
+        if list(data["size"]) != [height, width]:
+            raise TraceFormatError(f"masks of size {data['size']} (height, width) do not match the image's "
+                                   f"{[height, width]}")
+        masks = masks_for_image(data["rle"], height, width, f"masks of phrase {data['phrase']!r}", self.budget)
         scores = np.asarray(data["scores"], dtype=np.float32).reshape(-1)
         boxes = np.asarray(data["boxes_xyxy"], dtype=np.float32).reshape(-1, 4)
         if not (len(scores) == len(boxes) == masks.shape[0]):
@@ -341,9 +358,10 @@ def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
         )
     reader = _Reader(load_image_bytes)
     try:
+        raw = reader.image(document["image"], raw=True)
         trace = Trace(
             query=str(document["query"]),
-            image=reader.image(document["image"]),
+            image=raw,
             settings=dict(document["settings"]),
             messages=[m for m in (reader.message(d) for d in document["messages"]) if m is not None],
             rounds=[reader.round(r) for r in document["rounds"]],
@@ -359,7 +377,8 @@ def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
     except TraceFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise TraceFormatError(f"the trace is malformed: {type(error).__name__}: {error}") from None
+        raise TraceFormatError(f"the trace is malformed: {describe(error)}") from None
+    check_edit_masks(trace.edits, raw.height, raw.width)
     if trace.status not in ("running", "done", "no_mask", "max_rounds", "failed", "cancelled"):
         raise TraceFormatError(f"unknown trace status {trace.status!r}")
     return trace
@@ -369,61 +388,26 @@ def load_trace(path: str | Path) -> Trace:
     """Load a trace from a folder, its ``trace.json``, or a ``.zip`` made by ``trace_to_zip_bytes``.
 
     Raises:
-        TraceFormatError: the file is missing, not a trace, malformed, or too large.
+        TraceFormatError: the file is missing, not a trace, malformed, too large or unsafe (``safe_read``).
     """
     path = Path(path)
     if path.is_dir():
         path = path / TRACE_FILE
-    if not path.exists():
-        raise TraceFormatError(f"no trace at {path}")
-    if path.suffix.lower() == ".zip":
-        if path.stat().st_size > MAX_ZIP_BYTES:
-            raise TraceFormatError(f"{path} is larger than {MAX_ZIP_BYTES // (1024 * 1024)} MB")
-        return load_trace_zip(path.read_bytes())
-    folder = path.parent
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TraceFormatError(f"{path} is not a readable trace JSON file: {error}") from None
-    return trace_from_json(document, lambda relative: (folder / relative).read_bytes())
+    with reading(f"the trace {str(path)!r}"):
+        path = regular_file(path, "the trace")
+        if path.suffix.lower() == ".zip":
+            return load_trace_zip(path)
+        files = FolderFiles(path.parent, f"the trace folder {str(path.parent)!r}")
+        return trace_from_json(read_json(files, path.name, "the trace folder"), files.read)
 
 
-def open_zip(data: bytes, max_bytes: int, what: str) -> zipfile.ZipFile:
-    """Open the bytes of a ``.zip`` we wrote, refusing empty, oversized or zip-bomb files.
-
-    Args:
-        what: how the file is named in messages, e.g. ``"trace"`` or ``"bundle"``.
+def load_trace_zip(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES) -> Trace:
+    """Load a trace from a ``.zip`` made by ``trace_to_zip_bytes`` (its bytes or its path).
 
     Raises:
-        TraceFormatError: empty, larger than ``max_bytes`` (packed or unpacked), too many members, not a zip.
+        TraceFormatError: empty, oversized (compressed or uncompressed), not a zip, unsafe, or not a trace.
     """
-    if not data:
-        raise TraceFormatError(f"the {what} file is empty")
-    if len(data) > max_bytes:
-        raise TraceFormatError(f"the {what} file is larger than {max_bytes // (1024 * 1024)} MB")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise TraceFormatError(f"the file is not a .zip {what} (saved by SAM3 Agent)") from None
-    members = archive.infolist()
-    if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > max_bytes:
-        archive.close()
-        raise TraceFormatError(f"the {what} .zip is too large once unpacked")
-    return archive
-
-
-def load_trace_zip(data: bytes, max_bytes: int = MAX_ZIP_BYTES) -> Trace:
-    """Load a trace from the bytes of a ``.zip`` made by ``trace_to_zip_bytes``.
-
-    Raises:
-        TraceFormatError: empty, oversized (compressed or uncompressed), not a zip, or not a trace.
-    """
-    with open_zip(data, max_bytes, "trace") as archive:
-        names = {m.filename for m in archive.infolist()}
-        if TRACE_FILE not in names:
+    with reading("the trace .zip"), ZipFiles(data, "the trace .zip", max_bytes) as files:
+        if TRACE_FILE not in files.names():
             raise TraceFormatError(f"the .zip has no {TRACE_FILE}: it is not a trace saved by SAM3 Agent")
-        try:
-            document = json.loads(archive.read(TRACE_FILE).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise TraceFormatError(f"{TRACE_FILE} in the .zip is not valid JSON: {error}") from None
-        return trace_from_json(document, archive.read)
+        return trace_from_json(read_json(files, TRACE_FILE, "the .zip"), files.read)

@@ -148,14 +148,14 @@ def test_a_bundle_with_a_malformed_or_tampered_coco_file_is_refused(edited, trac
     tampered["annotations"].pop()
     with pytest.raises(TraceFormatError, match="does not match the trace in the bundle"):
         load_bundle(rewrite(data, "corrected_masks.json", json.dumps(tampered).encode()))
-    with pytest.raises(TraceFormatError, match="not a .zip bundle"):
+    with pytest.raises(TraceFormatError, match="not a .zip trace or bundle"):
         load_bundle(b"plain text")
 
 
 def test_malformed_coco_annotations_say_which_one(edited):
     document = coco_document(edited.corrected_items(), W, H)
     document["annotations"][1]["segmentation"]["counts"] = "bad"
-    with pytest.raises(InputError, match="annotation 2 of the COCO file is malformed"):
+    with pytest.raises(InputError, match="annotation 2 of the COCO file has malformed run lengths"):
         items_from_coco(document, W, H)
     with pytest.raises(InputError, match="not a COCO instance file"):
         items_from_coco({"images": []}, W, H)
@@ -222,10 +222,11 @@ def test_cli_export_writes_coco_pngs_and_a_bundle(edited, trace, tmp_path, capsy
 def test_cli_export_of_malformed_input_exits_2_with_one_line(tmp_path, capsys):
     (tmp_path / "trace.json").write_text("{not json")
     code, stdout, stderr = run_cli(["export", str(tmp_path), "--coco", str(tmp_path / "o.json")], capsys)
-    assert code == 2 and stderr.count("\n") == 1 and stderr.startswith("error: ") and "not a readable trace" in stderr
+    assert code == 2 and stderr.count("\n") == 1 and stderr.startswith("error: ")
+    assert "trace.json in the trace folder is not valid JSON" in stderr
     assert not (tmp_path / "o.json").exists()
     code, _, stderr = run_cli(["export", str(tmp_path / "missing"), "--coco", str(tmp_path / "o.json")], capsys)
-    assert code == 2 and stderr.count("\n") == 1 and "no trace at" in stderr
+    assert code == 2 and stderr.count("\n") == 1 and "does not exist" in stderr
     code, _, stderr = run_cli(["export", str(tmp_path)], capsys)
     assert code == 2 and "nothing to write" in stderr
 

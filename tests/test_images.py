@@ -271,3 +271,58 @@ def test_image_digest_hashes_mode_size_and_pixels(photo):
 ])
 def test_file_name_of_keeps_only_a_printable_file_name(path, name):
     assert file_name_of(path) == name
+
+
+# ---------------------------------------------------------------- phone formats, URLs, special files
+
+
+@pytest.mark.parametrize("fmt", ["HEIF", "AVIF"])
+def test_phone_photo_formats_load_like_any_other(photo, tmp_path, fmt):
+    path = tmp_path / f"IMG_0001.{fmt.lower()}"
+    photo.save(path, fmt, quality=90)
+    loaded = load_image(path)
+    assert loaded.mode == "RGB" and loaded.size == (512, 300)
+    # lossy, but the same picture: mean absolute difference of a few grey levels
+    assert np.abs(np.asarray(loaded, np.int16) - np.asarray(photo, np.int16)).mean() < 8
+
+
+@pytest.mark.parametrize("url", ["https://example.com/cat.jpg", "http://127.0.0.1/x.png", "file:///tmp/x.png"])
+def test_a_url_is_refused_with_advice_instead_of_being_read_as_a_path(url):
+    with pytest.raises(InputError, match=r"is a URL; images are read from files only: download it first"):
+        load_image(url)
+
+
+def test_a_fifo_is_refused_at_once_instead_of_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "photo.jpg"
+    os.mkfifo(fifo)  # opening it for reading would wait forever for a writer
+    with pytest.raises(InputError, match="is not a regular file"):
+        load_image(fifo)
+
+
+def test_messages_name_the_file_as_asked_never_the_server_path(tmp_path):
+    path = tmp_path / "gradio" / "0123abcd" / "notes.jpg"
+    path.parent.mkdir(parents=True)
+    path.write_text("plain text")
+    with pytest.raises(InputError) as caught:
+        load_image(path, name="notes.jpg")
+    assert "'notes.jpg' is not an image" in str(caught.value) and str(tmp_path) not in str(caught.value)
+
+
+def test_the_advice_over_the_limit_is_the_callers(photo):
+    with pytest.raises(InputError) as caught:
+        load_image(photo, max_pixels=100_000, limit_advice="this app takes photos up to 0.1 MP: downscale it")
+    assert str(caught.value).endswith("above the pixel limit of 100,000; this app takes photos up to 0.1 MP: "
+                                      "downscale it")
+    assert "--max-image-pixels" not in str(caught.value)
+
+
+def test_running_out_of_memory_while_decoding_is_an_input_error(photo, monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    gray = encode(photo.convert("L"), "PNG")
+    monkeypatch.setattr(Image.Image, "convert", no_memory)
+    with pytest.raises(InputError, match="not enough memory left to decode this image"):
+        load_image(gray)

@@ -323,7 +323,7 @@ def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):
     state, message, slider, *_ = handlers.load_trace(str(junk))
     assert state is None and 'class="status status-error"' in message and slider == {"__type__": "update", "value": 1}
     assert "not a .zip trace" in message and warnings == [
-        "Cannot read this trace: the file is not a .zip trace (saved by SAM3 Agent)"]
+        "Cannot read this trace: the file is not a .zip trace or bundle (saved by SAM3 Agent)"]
     no_trace = tmp_path / "other.zip"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -333,10 +333,14 @@ def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):
     assert state is None and "has no trace.json" in message
 
 
-def test_an_oversized_trace_file_is_refused_before_reading(tmp_path, monkeypatch, saved_trace):
-    monkeypatch.setattr(handlers_module, "MAX_ZIP_BYTES", 1024)
-    state, message, *_ = make_handlers(tmp_path).load_trace(saved_trace)
-    assert state is None and "larger than 0 MB" in message
+def test_an_oversized_trace_file_is_refused_before_reading(tmp_path):
+    from sam3_agent.safe_read import MAX_ZIP_BYTES
+
+    huge = tmp_path / "huge.zip"
+    with open(huge, "wb") as handle:  # sparse: takes no disk space, and is never read
+        handle.truncate(MAX_ZIP_BYTES + 1)
+    state, message, *_ = make_handlers(tmp_path).load_trace(str(huge))
+    assert state is None and "is larger than 200 MB" in message
 
 
 def test_api_segment_returns_coco_masks_and_the_trace(tmp_path):

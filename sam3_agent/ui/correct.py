@@ -12,13 +12,12 @@ pixels) and are mapped to the trace image's full resolution here. Every edit hap
 from __future__ import annotations
 
 import dataclasses
-import io
 import logging
 import math
 import uuid
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,8 @@ from ..edits import ClickMask, EditState, RelabelMask, ToggleMask
 from ..errors import InputError
 from ..export import BUNDLE_FILE, load_bundle
 from ..strokes import stroke_from_editor
-from ..trace_io import MAX_ZIP_BYTES, load_trace_zip
+from ..safe_read import is_zip_with, reading, regular_file
+from ..trace_io import load_trace_zip
 from ..types import Trace
 
 logger = logging.getLogger(__name__)
@@ -119,18 +119,19 @@ def start_session(trace: Trace, max_side: int = VIEW_MAX_SIDE) -> CorrectSession
     return CorrectSession(trace, state, geometry, view, None, uuid.uuid4().hex)
 
 
-def trace_from_upload(data: bytes) -> Trace:
-    """The trace in an uploaded .zip: a bundle (``export.bundle_bytes``, edits included) or a trace .zip.
+def trace_from_upload(source: bytes | str | Path) -> Trace:
+    """The trace in an uploaded .zip (its bytes or path): a bundle (``export.bundle_bytes``, edits included) or a
+    trace .zip, read within ``safe_read``'s bounds.
 
     Raises:
-        TraceFormatError: empty, not a zip, neither a bundle nor a trace, or malformed (the message says which).
+        TraceFormatError: empty, not a zip, unsafe, neither a bundle nor a trace, or malformed (the message says
+            which, never naming a Python exception).
     """
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            is_bundle = BUNDLE_FILE in archive.namelist()
-    except zipfile.BadZipFile:
-        is_bundle = False  # load_trace_zip says what is wrong with it
-    return load_bundle(data, MAX_ZIP_BYTES).trace if is_bundle else load_trace_zip(data)
+    with reading("the uploaded file"):
+        if not isinstance(source, (bytes, bytearray)):
+            source = regular_file(source, "the uploaded file")
+        # a file that is no .zip at all: load_trace_zip says so
+        return load_bundle(source).trace if is_zip_with(source, BUNDLE_FILE) else load_trace_zip(source)
 
 
 def corrected_trace(session: CorrectSession) -> Trace:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import shutil
 import zipfile
 from collections.abc import Callable
@@ -22,7 +21,7 @@ import numpy as np
 
 from ..errors import BackendError, InputError, TraceFormatError
 from ..export import coco_document, coco_file_name, write_bundle, write_coco, write_mask_pngs
-from ..trace_io import MAX_ZIP_BYTES, trace_to_zip_bytes
+from ..trace_io import trace_to_zip_bytes
 from ..types import Trace
 from . import correct
 from .correct import CorrectSession
@@ -175,11 +174,8 @@ class CorrectHandlers:
         if not path:
             return refused("no file: upload a bundle or trace .zip saved by this app")
         try:
-            if os.path.getsize(path) > MAX_ZIP_BYTES:
-                raise TraceFormatError(f"the file is larger than {MAX_ZIP_BYTES // (1024 * 1024)} MB")
-            with open(path, "rb") as handle:
-                trace = correct.trace_from_upload(handle.read())
-        except (TraceFormatError, OSError) as error:
+            trace = correct.trace_from_upload(path)
+        except TraceFormatError as error:
             self.warn(f"Cannot read this file: {error}")
             return refused(f"cannot read this file: {error}")
         return self.load(trace)

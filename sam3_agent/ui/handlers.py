@@ -10,7 +10,6 @@ lives in a ``RunSlot`` held in ``gr.State``; models are shared through the ``Age
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -28,7 +27,7 @@ from ..agent import AgentRun
 from ..errors import BackendError, InputError, TraceFormatError
 from ..images import load_image
 from ..render import render_numbered_overlay
-from ..trace_io import MAX_ZIP_BYTES
+from ..safe_read import reading
 from ..types import RunFinished, TokenStreamed, Trace
 from .correct import trace_from_upload
 from .correct_handlers import CorrectHandlers
@@ -346,13 +345,10 @@ class Handlers:
             return None, render_status(StatusLine("idle", "Upload a trace .zip saved by this app.")), \
                 gr.update(value=1), None, ""
         try:
-            size = os.path.getsize(path)
-            if size > MAX_ZIP_BYTES:
-                raise TraceFormatError(f"the trace file is larger than {MAX_ZIP_BYTES // (1024 * 1024)} MB")
-            with open(path, "rb") as handle:
-                trace = trace_from_upload(handle.read())  # a trace .zip or a bundle .zip
-            rounds = trace_round_views(trace)
-        except (TraceFormatError, ValueError, OSError) as error:
+            with reading("the uploaded file"):
+                trace = trace_from_upload(path)  # a trace .zip or a bundle .zip
+                rounds = trace_round_views(trace)
+        except TraceFormatError as error:
             message = f"Cannot read this trace: {error}"
             self.warn(message)
             return None, render_status(StatusLine("error", message)), gr.update(value=1), None, ""
