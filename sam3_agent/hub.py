@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5.0
 _reachable: bool | None = None  # one probe per process
+_switched_offline = False  # True once a failed probe turned offline mode on (rather than HF_HUB_OFFLINE=1)
 
 
 def is_local_folder(model_id: str) -> bool:
@@ -60,24 +61,34 @@ def is_cached(model_id: str) -> bool:
 def check_model_source(model_id: str, what: str) -> None:
     """Make sure ``model_id`` can be loaded without minutes of network retries.
 
+    One check for every load, whatever their order: a local folder passes; otherwise, when this process is offline
+    (``HF_HUB_OFFLINE=1``, or an earlier probe found the Hub unreachable and switched offline mode on) or the Hub
+    does not answer now, the model must be in the local cache, else the same message names it and the fixes
+    (instead of transformers' own "Can't load ... local directory with the same name" text).
+
     Args:
         model_id: Hub id or local folder.
         what: what the model is, for the message (e.g. ``"SAM 3 model"``).
 
     Raises:
-        BackendError: the Hub cannot be reached and the model is not in the local cache.
+        BackendError: offline or unreachable, and the model is not in the local cache.
     """
-    if is_local_folder(model_id) or hub_constants.HF_HUB_OFFLINE:
-        return
-    if hub_reachable():
+    global _switched_offline
+    if is_local_folder(model_id):
         return
     if not hub_constants.HF_HUB_OFFLINE:
+        if hub_reachable():
+            return
         logger.info("the Hugging Face Hub cannot be reached: using only locally cached models")
         hub_constants.HF_HUB_OFFLINE = True  # transformers asks huggingface_hub.is_offline_mode()
-    if not is_cached(model_id):
-        raise BackendError(
-            f"cannot load the {what} {model_id!r}: the Hugging Face Hub ({hub_endpoint()}) cannot be reached "
-            f"from this machine and the model is not in the local cache ({hub_constants.HF_HUB_CACHE}). "
-            "Connect to the internet (and log in with `hf auth login` for gated models), download it once on "
-            "a connected machine and copy the cache over, or pass a local folder that holds the weights"
-        )
+        _switched_offline = True
+    if is_cached(model_id):
+        return
+    why = (f"the Hugging Face Hub ({hub_endpoint()}) cannot be reached from this machine" if _switched_offline
+           else "offline mode is on (HF_HUB_OFFLINE=1)")
+    raise BackendError(
+        f"cannot load the {what} {model_id!r}: {why} and the model is not in the local cache "
+        f"({hub_constants.HF_HUB_CACHE}). Connect to the internet (and log in with `hf auth login` for gated "
+        "models; unset HF_HUB_OFFLINE), download it once on a connected machine and copy the cache over, or pass a "
+        "local folder that holds the weights"
+    )

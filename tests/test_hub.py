@@ -13,6 +13,7 @@ from sam3_agent.errors import BackendError
 def offline_hub(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens there
     monkeypatch.setattr(hub, "_reachable", None)
+    monkeypatch.setattr(hub, "_switched_offline", False)
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", "/nonexistent-hf-cache")
 
@@ -49,3 +50,25 @@ def test_reachable_hub_is_probed_once(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.example:8443")
     assert hub.hub_reachable() and hub.hub_reachable()
     assert calls == [(("hub.example", 8443), hub.CONNECT_TIMEOUT_S)]
+
+
+def test_with_offline_mode_on_an_uncached_model_gets_the_projects_message(monkeypatch):
+    monkeypatch.setattr(hub, "_reachable", None)
+    monkeypatch.setattr(hub, "_switched_offline", False)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)  # HF_HUB_OFFLINE=1 in the environment
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", "/nonexistent-hf-cache")
+    with pytest.raises(BackendError, match=r"cannot load the VLM 'Qwen/Qwen3-VL-8B-Instruct': offline mode is on "
+                                           r"\(HF_HUB_OFFLINE=1\) and the model is not in the local cache"):
+        hub.check_model_source("Qwen/Qwen3-VL-8B-Instruct", "VLM")
+    assert hub._reachable is None  # no probe: offline means offline
+
+
+def test_after_a_failed_probe_every_later_uncached_model_gets_the_same_message(offline_hub, monkeypatch):
+    cached = {"facebook/sam3"}
+    monkeypatch.setattr(hub, "is_cached", lambda model_id: model_id in cached)
+    hub.check_model_source("facebook/sam3", "SAM 3 model")  # cached: loads from the cache
+    assert hub_constants.HF_HUB_OFFLINE is True
+    for model in ("Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct"):  # whatever the order of loads
+        with pytest.raises(BackendError, match=f"cannot load the VLM '{model}': the Hugging Face Hub "
+                                               r"\(http://127.0.0.1:9\) cannot be reached from this machine"):
+            hub.check_model_source(model, "VLM")

@@ -96,3 +96,29 @@ def test_an_uploaded_transparent_png_reaches_the_agent_composited_on_white(app_u
     image = load_trace(trace_path).image
     assert image.mode == "RGB" and image.size == (451, 300)
     assert image.getpixel((0, 0)) == (255, 255, 255)
+
+
+def test_an_iphone_heic_photo_runs_like_any_other(app_url, tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "IMG_0001.HEIC"
+    Image.open(ASSETS / "coffee.jpg").save(path, "HEIF", quality=90)
+    _, trace_path = Client(app_url, verbose=False).predict(handle_file(str(path)), "the cup", api_name="/segment")
+    trace = load_trace(trace_path)
+    assert trace.image.size == (600, 400) and trace.image_name == "IMG_0001.HEIC" and trace.status == "done"
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("bomb.png", "huge_png_header", "above the pixel limit of 8,000,000; this app takes photos up to 8 megapixels"),
+    ("notes.jpg", b"plain text, not a picture", "'notes.jpg' is not an image"),
+])
+def test_an_upload_the_app_cannot_read_gets_the_projects_own_message(app_url, tmp_path, name, content, message):
+    from test_images import png_header_only
+
+    path = tmp_path / name
+    path.write_bytes(png_header_only(9000, 8000) if content == "huge_png_header" else content)
+    with pytest.raises(Exception) as caught:
+        Client(app_url, verbose=False).predict(handle_file(str(path)), "the cup", api_name="/segment")
+    text = str(caught.value)
+    assert message in text and "upstream Gradio app has raised an exception" not in text
+    assert "/tmp" not in text and "gradio" not in text.lower()  # no server paths

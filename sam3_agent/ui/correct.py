@@ -279,6 +279,12 @@ def brush(session: CorrectSession, editor_value: Any, erase: bool) -> CorrectSes
     """
     if not isinstance(editor_value, dict) or not editor_value.get("layers"):
         raise InputError("nothing was painted: draw on the image with the brush first")
+    view = session.geometry
+    for layer in editor_value["layers"]:  # strokes are drawn on the view: a larger layer is not the editor's
+        height, width = np.shape(layer)[:2] if np.ndim(layer) >= 2 else (0, 0)
+        if height > view.view_height or width > view.view_width:
+            raise InputError(f"the painted layer is {width}x{height} pixels, larger than the picture shown "
+                             f"({view.view_width}x{view.view_height}): paint on the picture in this page")
     height, width = session.state.height, session.state.width
     if erase and session.selected is None:
         raise InputError("select a mask to erase from (in the list, or click on it in 'Select' mode)")

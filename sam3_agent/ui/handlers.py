@@ -25,7 +25,7 @@ from PIL import Image
 
 from ..agent import AgentRun
 from ..errors import BackendError, InputError, TraceFormatError
-from ..images import load_image
+from ..images import file_name_of, load_image
 from ..render import render_numbered_overlay
 from ..safe_read import reading
 from ..types import RunFinished, TokenStreamed, Trace
@@ -127,6 +127,12 @@ class InspectedTrace:
     urls: ImageUrls
 
 
+def photo_limit(max_pixels: int) -> str:
+    """The app's photo size limit in words, e.g. ``"8 megapixels (such as 3464x2309)"``."""
+    width = int((max_pixels * 1.5) ** 0.5)  # a 3:2 photo, the shape of most camera pictures
+    return f"{max_pixels / 1e6:g} megapixels (such as {width}x{max_pixels // width})"
+
+
 def _final_image(trace: Trace) -> Image.Image | None:
     final = trace.final_masks
     if final is None or len(final) == 0:
@@ -185,7 +191,11 @@ class Handlers:
                 f"the round budget and the score threshold must be numbers, got {max_rounds!r} and {score_threshold!r}"
             ) from None
         agent = self.factory.new_agent(rounds, threshold)
-        return agent.start(load_image(image), query or "", image_name=image if isinstance(image, str) else None)
+        name = file_name_of(image) if isinstance(image, str) else None  # never the server's temporary path
+        cap = self.factory.settings.max_image_pixels
+        photo = load_image(image, max_pixels=cap, name=name,
+                           limit_advice=f"this app takes photos up to {photo_limit(cap)}: downscale it")
+        return agent.start(photo, query or "", image_name=name)
 
     def run(
         self,

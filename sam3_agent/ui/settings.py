@@ -20,6 +20,10 @@ from ..segmenter import DEFAULT_SCORE_THRESHOLD
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_CONCURRENCY = 1  # one GPU: one run at a time; others wait in the queue
+# Largest photo a run in the app accepts (pixels): a shared demo serves one run at a time, and an 8 MP run's trace
+# .zip (about 110 MB with 4 masks verified) stays within what the app's own Inspect and Correct tabs read back
+# (safe_read.MAX_ZIP_BYTES); the command line takes up to images.MAX_PIXELS.
+APP_MAX_IMAGE_PIXELS = 8_000_000
 
 # flag destination -> environment variable
 ENVIRONMENT: dict[str, str] = {
@@ -37,6 +41,7 @@ ENVIRONMENT: dict[str, str] = {
     "min_pixels": "SAM3_AGENT_MIN_PIXELS",
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
+    "max_image_pixels": "SAM3_AGENT_MAX_IMAGE_PIXELS",
     "prefix_cache": "SAM3_AGENT_PREFIX_CACHE",
     "concurrency": "SAM3_AGENT_CONCURRENCY",
     "host": "GRADIO_SERVER_NAME",
@@ -55,6 +60,7 @@ class AppSettings:
         script_piece_delay: seconds between streamed pieces of a scripted VLM (0: as fast as possible);
             lets a replay stream visibly and be stopped mid-generation.
         concurrency: runs processed at once across all sessions (1 suits one GPU).
+        max_image_pixels: largest photo (width * height) a run accepts; larger ones are refused with a message.
         host / port: where the server listens.
     """
 
@@ -63,6 +69,7 @@ class AppSettings:
     score_threshold: float = DEFAULT_SCORE_THRESHOLD
     script_piece_delay: float = 0.0
     concurrency: int = DEFAULT_CONCURRENCY
+    max_image_pixels: int = APP_MAX_IMAGE_PIXELS
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
 
@@ -88,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add("--max-new-tokens", type=int, help="token budget of each VLM call")
+    add("--max-image-pixels", type=int,
+        help=f"largest photo a run accepts, in pixels (default {APP_MAX_IMAGE_PIXELS:,}; stated on the page)")
     add("--prefix-cache", choices=["on", "off"],
         help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, slower, less memory)")
     add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
@@ -130,7 +139,7 @@ def parse_settings(
     env = os.environ if environ is None else environ
     converters: dict[str, Callable[[str], object]] = {
         "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
-        "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float,
+        "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float, "max_image_pixels": int,
     }
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     values: dict[str, object] = {}
@@ -166,6 +175,7 @@ def parse_settings(
         score_threshold=float(pick("score_threshold", DEFAULT_SCORE_THRESHOLD)),  # type: ignore[arg-type]
         script_piece_delay=float(pick("script_piece_delay", 0.0)),  # type: ignore[arg-type]
         concurrency=int(pick("concurrency", DEFAULT_CONCURRENCY)),  # type: ignore[call-overload]
+        max_image_pixels=int(pick("max_image_pixels", APP_MAX_IMAGE_PIXELS)),  # type: ignore[call-overload]
         host=str(pick("host", DEFAULT_HOST)),
         port=int(pick("port", DEFAULT_PORT)),  # type: ignore[call-overload]
     )
@@ -183,5 +193,7 @@ def check_settings(settings: AppSettings) -> None:
         raise InputError(f"the script piece delay must be >= 0 seconds, got {settings.script_piece_delay}")
     if settings.concurrency < 1:
         raise InputError(f"concurrency must be at least 1, got {settings.concurrency}")
+    if settings.max_image_pixels < 1:
+        raise InputError(f"the image pixel limit must be at least 1, got {settings.max_image_pixels}")
     if not 1 <= settings.port <= 65535:
         raise InputError(f"the port must be between 1 and 65535, got {settings.port}")
