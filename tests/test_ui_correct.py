@@ -273,6 +273,12 @@ def test_erasing_with_nothing_selected_and_empty_strokes_are_refused(session):
         correct.brush(session, None, erase=False)
 
 
+def test_a_brush_layer_larger_than_the_view_is_refused(session):
+    with pytest.raises(InputError, match=r"the painted layer is 1024x1024 pixels, larger than the picture shown "
+                                         r"\(512x512\)"):
+        correct.brush(session, painted((1024, 1024), 0, 0, 40, 30), erase=False)
+
+
 def test_relabel_and_delete_need_a_selected_mask(session):
     with pytest.raises(InputError, match="select a mask first"):
         correct.relabel(session, "astronaut")
