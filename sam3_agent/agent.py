@@ -7,10 +7,11 @@ or abandoned run still leaves its trace.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 from PIL import Image
@@ -160,8 +161,29 @@ class Agent:
         return agent_run.trace
 
 
+@dataclass
+class _RoundInFlight:
+    """What is known of the round being run, so that stopping or killing the run mid-round keeps it."""
+
+    index: int
+    context: Any
+    pieces: list[str]  # the streamed output so far (the run's own list, appended to as tokens arrive)
+    started: float
+    generation: Generation | None = None
+    vlm_seconds: float | None = None
+    call: Any = None
+    stored_text: str = ""
+    tool_started: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
 class AgentRun:
-    """One run: iterate it for events; ``trace`` always holds the trace so far; ``cancel()`` stops it."""
+    """One run: iterate it for events; ``trace`` always holds the trace so far; ``cancel()`` stops it.
+
+    ``abandon()`` (another thread, or after the caller stopped iterating) ends the trace at once; the round in
+    flight is kept with what it had produced (the streamed output, the parsed call), and whatever the abandoned
+    round does afterwards no longer changes the trace.
+    """
 
     def __init__(self, agent: Agent, image: Image.Image, query: str, image_name: str | None = None) -> None:
         self.agent = agent
@@ -175,16 +197,50 @@ class AgentRun:
         )
         self.state = ToolState(image=image, query=query)
         self._events: Iterator[Event] | None = None
+        self._in_flight: _RoundInFlight | None = None
+        self._lock = threading.RLock()  # the trace changes under it: the run's thread and abandon() never interleave
 
     def cancel(self) -> None:
         """Ask the run to stop: generation ends promptly and the trace gets status ``cancelled``."""
         self.stop_event.set()
 
     def abandon(self, reason: str) -> None:
-        """Mark a run that its caller stopped driving (e.g. Ctrl-C) as ``cancelled``, keeping its trace."""
+        """Mark a run that its caller stopped driving (e.g. Ctrl-C, a Stop that a long model call ignored) as
+        ``cancelled``, keeping its trace and the round in flight (its partial output and call)."""
         self.stop_event.set()
-        if self.trace.status == "running":
+        self._close(reason)
+
+    def _close(self, reason: str) -> None:
+        with self._lock:
+            if self.trace.status != "running":
+                return
+            if self._in_flight is not None:
+                self._keep_partial_round(self._in_flight)
             self._finish("cancelled", reason)
+
+    def _keep_partial_round(self, flight: _RoundInFlight) -> None:
+        """Record the round in flight as cancelled: its output so far, and its call when it had been parsed."""
+        now = time.perf_counter()
+        generation = flight.generation
+        assistant_index = None
+        if flight.call is not None:
+            self.trace.messages.append(Message("assistant", (TextPart(flight.stored_text),), flight.call))
+            assistant_index = len(self.trace.messages) - 1
+        self._append_round(Round(
+            flight.index, flight.context, generation.text if generation is not None else "".join(flight.pieces),
+            generation.finish_reason if generation is not None else "cancelled", flight.call, "cancelled",
+            "stopped before the round ended", None, assistant_index, None,
+            generation.prompt_tokens if generation is not None else None,
+            generation.output_tokens if generation is not None else None,
+            flight.vlm_seconds if flight.vlm_seconds is not None else now - flight.started,
+            now - flight.tool_started if flight.tool_started is not None else 0.0,
+        ))
+
+    @contextlib.contextmanager
+    def _open_trace(self) -> Iterator[bool]:
+        """Hold the trace for changes; yields False once the run was abandoned (then nothing may change)."""
+        with self._lock:
+            yield self.trace.status == "running"
 
     def __iter__(self) -> Iterator[Event]:
         if self._events is None:
@@ -194,9 +250,12 @@ class AgentRun:
     # ------------------------------------------------------------------ the loop
 
     def _finish(self, status: str, error: str | None = None) -> RunFinished:
-        self.trace.status = status  # type: ignore[assignment]
-        self.trace.error = error
-        self.trace.finished_at = time.time()
+        with self._lock:
+            if self.trace.status == "running":  # an abandoned run keeps the status abandon() gave it
+                self.trace.status = status  # type: ignore[assignment]
+                self.trace.error = error
+                self.trace.finished_at = time.time()
+                self._in_flight = None
         return RunFinished(self.trace)
 
     def _loop(self) -> Iterator[Event]:
@@ -213,8 +272,7 @@ class AgentRun:
                 "before the model answered",
             )
         except GeneratorExit:
-            if trace.status == "running":
-                self._finish("cancelled", "the run was closed before it finished")
+            self._close("the run was closed before it finished")
             raise
         except BackendError as fault:
             logger.info("run failed: %s", fault)  # the trace and the caller report it
@@ -231,11 +289,12 @@ class AgentRun:
             yield self._finish("cancelled", "stopped by the user")
             return True
         sent, record = build_context(trace.messages, agent.prompts.format)
+        pieces: list[str] = []
+        flight = self._in_flight = _RoundInFlight(round_index, record, pieces, time.perf_counter())
         yield RoundStarted(round_index, record, agent.config.max_rounds)
 
-        started = time.perf_counter()
+        started = flight.started = time.perf_counter()
         generation: Generation | None = None
-        pieces: list[str] = []
         try:
             for item in agent.vlm.stream(sent, max_new_tokens=agent.config.max_new_tokens, stop=self.stop_event):
                 if isinstance(item, Generation):
@@ -244,16 +303,22 @@ class AgentRun:
                     pieces.append(item)
                     yield TokenStreamed(round_index, item)
         except BackendError as fault:
-            self._record_failed_round(round_index, record, "".join(pieces), started, str(fault))
+            with self._open_trace() as still_open:
+                if still_open:
+                    self._record_failed_round(round_index, record, "".join(pieces), started, str(fault))
             raise
         vlm_seconds = time.perf_counter() - started
         if generation is None:
             raise BackendError(f"VLM backend {agent.vlm.name!r} ended its stream without a result")
+        flight.generation, flight.vlm_seconds = generation, vlm_seconds
         if generation.finish_reason == "cancelled":
-            self._append_round(
-                Round(round_index, record, generation.text, "cancelled", None, "cancelled", None, None,
-                      None, None, generation.prompt_tokens, generation.output_tokens, vlm_seconds)
-            )
+            with self._open_trace() as still_open:
+                if not still_open:
+                    return True
+                self._append_round(
+                    Round(round_index, record, generation.text, "cancelled", None, "cancelled", None, None,
+                          None, None, generation.prompt_tokens, generation.output_tokens, vlm_seconds)
+                )
             yield RoundFinished(trace.rounds[-1])
             yield self._finish("cancelled", "stopped by the user")
             return True
@@ -263,27 +328,50 @@ class AgentRun:
         if parsed.call is None:
             outcome = agent.tools.feedback(parsed.error or "no_tool_call", parsed.error_fields, self.state)
         else:
+            flight.call, flight.stored_text, flight.tool_started = parsed.call, parsed.stored_text, tool_started
             yield ToolStarted(round_index, parsed.call)
             try:
                 outcome = yield from agent.tools.run(parsed.call, self.state, round_index, self.stop_event)
             except RunCancelled:
-                trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
-                self._append_round(
-                    Round(round_index, record, generation.text, generation.finish_reason, parsed.call,
-                          "cancelled", None, None, len(trace.messages) - 1, None, generation.prompt_tokens,
-                          generation.output_tokens, vlm_seconds, time.perf_counter() - tool_started)
-                )
+                with self._open_trace() as still_open:
+                    if not still_open:
+                        return True
+                    trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
+                    self._append_round(
+                        Round(round_index, record, generation.text, generation.finish_reason, parsed.call,
+                              "cancelled", None, None, len(trace.messages) - 1, None, generation.prompt_tokens,
+                              generation.output_tokens, vlm_seconds, time.perf_counter() - tool_started)
+                    )
                 yield RoundFinished(trace.rounds[-1])
                 yield self._finish("cancelled", "stopped by the user")
                 return True
             except BackendError as fault:
-                trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
-                self._record_failed_round(round_index, record, generation.text, started, str(fault),
-                                          call=parsed.call, assistant_index=len(trace.messages) - 1)
+                with self._open_trace() as still_open:
+                    if still_open:
+                        trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
+                        self._record_failed_round(round_index, record, generation.text, started, str(fault),
+                                                  call=parsed.call, assistant_index=len(trace.messages) - 1)
                 raise
             outcome = self._with_notes(outcome, parsed.name_corrected, parsed.call, parsed.ignored_calls)
         tool_seconds = time.perf_counter() - tool_started
 
+        with self._open_trace() as still_open:
+            if not still_open:  # abandoned while the tool ran: abandon() kept the round as it stood
+                return True
+            self._commit_round(round_index, record, generation, parsed, outcome, vlm_seconds, tool_seconds)
+        yield RoundFinished(trace.rounds[-1])
+        if outcome.status is not None:
+            with self._open_trace() as still_open:
+                if still_open:
+                    trace.final_masks = outcome.result.final_masks
+            yield self._finish(outcome.status)
+            return True
+        return False
+
+    def _commit_round(self, round_index: int, record: Any, generation: Generation, parsed: Any,
+                      outcome: ToolOutcome, vlm_seconds: float, tool_seconds: float) -> None:
+        """Append a finished round and its messages to the trace (the caller holds the trace)."""
+        trace = self.trace
         trace.messages.append(
             Message(
                 "assistant", (TextPart(parsed.stored_text),), parsed.call, outcome.starts_masks,
@@ -313,12 +401,6 @@ class AgentRun:
                 tool_seconds=tool_seconds,
             )
         )
-        yield RoundFinished(trace.rounds[-1])
-        if outcome.status is not None:
-            trace.final_masks = outcome.result.final_masks
-            yield self._finish(outcome.status)
-            return True
-        return False
 
     def _with_notes(self, outcome: ToolOutcome, name_corrected: bool, call: Any, ignored: int) -> ToolOutcome:
         """Prefix the reply with notes about a corrected tool name or ignored extra calls."""
@@ -341,6 +423,7 @@ class AgentRun:
 
     def _append_round(self, round_record: Round) -> None:
         self.trace.rounds.append(round_record)
+        self._in_flight = None
 
     def _record_failed_round(self, round_index: int, record: Any, output: str, started: float, reason: str,
                              call: Any = None, assistant_index: int | None = None) -> None:
