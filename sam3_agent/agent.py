@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import numbers
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -72,14 +73,29 @@ class AgentConfig:
     verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE
 
     def __post_init__(self) -> None:
-        if not 1 <= self.max_rounds <= MAX_ROUNDS_LIMIT:
-            raise InputError(f"max_rounds must be between 1 and {MAX_ROUNDS_LIMIT}, got {self.max_rounds}")
-        if not 0.0 <= self.score_threshold <= 1.0:
-            raise InputError(f"score_threshold must be in [0, 1], got {self.score_threshold}")
-        if not 0.0 <= self.iom_threshold <= 1.0:
-            raise InputError(f"iom_threshold must be in [0, 1], got {self.iom_threshold}")
-        if self.verify_batch_size < 1:
-            raise InputError(f"verify_batch_size must be at least 1, got {self.verify_batch_size}")
+        """Raises InputError for a value of the wrong type (e.g. ``max_rounds=2.5`` or ``"3"``) or out of range."""
+        _whole("max_rounds", self.max_rounds, 1, MAX_ROUNDS_LIMIT)
+        _fraction("score_threshold", self.score_threshold)
+        _fraction("iom_threshold", self.iom_threshold)
+        _whole("verify_batch_size", self.verify_batch_size, 1)
+        for name in ("max_new_tokens", "verify_max_new_tokens"):
+            if getattr(self, name) is not None:
+                _whole(name, getattr(self, name), 1)
+
+
+def _whole(name: str, value: Any, low: int, high: int | None = None) -> None:
+    """Raise InputError unless ``value`` is an int (not a bool) in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be a whole number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise InputError(f"{name} must be {bounds}, got {value}")
+
+
+def _fraction(name: str, value: Any) -> None:
+    """Raise InputError unless ``value`` is a real number in [0, 1] (NaN is not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
+        raise InputError(f"{name} must be a number in [0, 1], got {value!r}")
 
 
 class Agent:

@@ -8,17 +8,21 @@ masks of a saved run (the agent's answer with the hand edits recorded in the tra
 per mask, and/or a bundle .zip; TRACE is a trace folder, its trace.json, a trace .zip or a bundle .zip.
 
 Exit status: 0 finished (masks or no mask); 2 bad input; 3 backend failure; 4 round budget
-exhausted; 130 stopped (Ctrl-C). Failures print one line on stderr.
+exhausted; 5 the outputs could not be written (disk full, folder removed...); 130 stopped (Ctrl-C or
+SIGTERM). Failures print one line on stderr. A Ctrl-C or SIGTERM while a run's files are being written
+waits until they are complete.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -27,7 +31,7 @@ from .errors import BackendError, InputError, Sam3AgentError
 from .images import MAX_PIXELS, load_image
 from .masks import to_coco_results
 from .parsing import parse_response
-from .presets import BackendSettings, build_backends
+from .presets import BackendSettings, build_backends, check_backend_settings
 from .render import render_numbered_overlay
 from .trace_io import save_trace
 from .types import (
@@ -42,7 +46,7 @@ from .types import (
     Trace,
 )
 
-EXIT_OK, EXIT_INPUT, EXIT_BACKEND, EXIT_BUDGET, EXIT_STOPPED = 0, 2, 3, 4, 130
+EXIT_OK, EXIT_INPUT, EXIT_BACKEND, EXIT_BUDGET, EXIT_SAVE, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
 EXCERPT_CHARS = 160
 
 
@@ -191,6 +195,9 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     )
     out = Path(args.out)
     try:
+        check_backend_settings(settings)
+        if args.max_image_pixels < 1:
+            raise InputError(f"--max-image-pixels must be at least 1, got {args.max_image_pixels}")
         image = load_image(args.image, max_pixels=args.max_image_pixels)
         prepare_out_dir(out)
         config = AgentConfig(
@@ -222,14 +229,29 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         printer = EventPrinter(stdout)
         for event in agent_run:
             printer(event)
-    except KeyboardInterrupt:
-        agent_run.abandon("stopped by the user (Ctrl-C or SIGTERM)")
-    trace = agent_run.trace
+    except KeyboardInterrupt:  # the first signal; any later one waits (see _StopSignals) until the files are written
+        pass
+    with signals_deferred() as received:  # the run is over: nothing may interrupt writing it
+        agent_run.abandon("stopped by the user (Ctrl-C or SIGTERM)")  # no change to a run that ended by itself
+        code = finish_run(agent_run.trace, out, stdout, stderr)
+    if received:
+        stderr.write(f"note: {received[0]} arrived while the outputs were written; they were completed first\n")
+    return code
+
+
+def finish_run(trace: Trace, out: Path, stdout: TextIO, stderr: TextIO) -> int:
+    """Write a finished (or stopped) run's outputs and return the exit status of the run.
+
+    A write that fails (disk full, folder removed, permissions changed during the run) is reported as such, with the
+    run's outcome, and exits with ``EXIT_SAVE``: it is not bad input.
+    """
+    outcome = f"{trace.status} after {len(trace.rounds)} round(s)"
     try:
         write_outputs(trace, out)
     except OSError as error:
-        stderr.write(f"error: could not write the outputs to {out}: {error.strerror or error}\n")
-        return EXIT_INPUT
+        stderr.write(f"error: the run ended ({outcome}) but its outputs could not be written to {out}: "
+                     f"{error.strerror or error}; free some space or choose another --out, then run again\n")
+        return EXIT_SAVE
     stdout.write(f"Wrote {out / 'trace.json'}, {out / 'final_overlay.png'}, {out / 'final_masks.json'}\n")
     if trace.status in ("done", "no_mask"):
         return EXIT_OK
@@ -285,8 +307,46 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
     return EXIT_OK
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+class _StopSignals:
+    """SIGINT and SIGTERM stop a run (``KeyboardInterrupt``) once; a later one, or one that arrives while the outputs
+    are written (``signals_deferred``), is noted and waits, so that a second Ctrl-C never cuts the writing short."""
+
+    def __init__(self) -> None:
+        self.deferring = False
+        self.received: list[str] = []
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.deferring:
+            self.received.append(signal.Signals(signum).name)
+            return
+        self.deferring = True
+        raise KeyboardInterrupt
+
+
+_STOP = _StopSignals()
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[list[str]]:
+    """Hold SIGINT/SIGTERM (when ``main`` installed its handlers) until the block ends; yields the names of those
+    that arrived meanwhile."""
+    _STOP.deferring = True
+    try:
+        yield _STOP.received
+    finally:
+        _STOP.deferring = False
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """Install the handlers of SIGINT and SIGTERM for the duration of a command (then restore the previous ones)."""
+    _STOP.deferring, _STOP.received = False, []
+    previous = {sig: signal.signal(sig, _STOP) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -302,10 +362,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "export":
         return export_command(args, sys.stdout, sys.stderr)
     # SIGTERM (kill, docker stop) stops a run like Ctrl-C does, so its trace is still written.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        return run_command(args, sys.stdout, sys.stderr)
-    except KeyboardInterrupt:  # before the run started (e.g. while models load): nothing to save
+        with stop_signals():
+            return run_command(args, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:  # run_command handles it from the run's start on: this is before (e.g. model loading)
         sys.stderr.write("error: stopped by the user before the run started\n")
         return EXIT_STOPPED
     except Sam3AgentError as error:  # anything we raise on purpose is one line for the user

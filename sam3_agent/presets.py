@@ -120,17 +120,39 @@ def _prefill_system_prompts(vlm: VLM) -> None:
         prefill([prompts.main_system, prompts.verify_system])
 
 
+def check_backend_settings(settings: BackendSettings) -> None:
+    """Refuse settings that would fail later or be silently ignored, before any model loads.
+
+    Raises:
+        InputError: an unknown preset; a model id given with the ``tiny`` preset (which builds its own models); a
+            token budget or pixel bound that is not a whole number of at least 1; ``min_pixels`` above ``max_pixels``.
+    """
+    if settings.preset not in ("real", "tiny"):
+        raise InputError(f"unknown preset {settings.preset!r}: use 'real' or 'tiny'")
+    if settings.preset == "tiny":
+        ignored = [flag for flag, value in (("--sam3-model", settings.sam3_model), ("--vlm-model", settings.vlm_model))
+                   if value]
+        if ignored:
+            raise InputError(f"{' and '.join(ignored)} would be ignored with --preset tiny, which builds its own random "
+                             "tiny models: drop it, or use --preset real to load that model")
+    for flag, value in (("--max-new-tokens", settings.max_new_tokens), ("--min-pixels", settings.min_pixels),
+                        ("--max-pixels", settings.max_pixels)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"{flag} must be a whole number of at least 1, got {value!r}")
+    if settings.min_pixels and settings.max_pixels and settings.min_pixels > settings.max_pixels:
+        raise InputError(f"--min-pixels ({settings.min_pixels}) is above --max-pixels ({settings.max_pixels})")
+
+
 def build_backends(settings: BackendSettings) -> Backends:
     """Build (or reuse, within this process) the VLM, verifier and SAM 3 backends.
 
     Raises:
-        InputError: inconsistent settings (e.g. a server URL without a model name, an unknown preset).
+        InputError: inconsistent settings (``check_backend_settings``; a server URL without a model name).
         BackendError: a model cannot be loaded (the message names it and says how to fix it).
     """
     from .vlm.transformers_qwen import DEFAULT_VLM_MODEL
 
-    if settings.preset not in ("real", "tiny"):
-        raise InputError(f"unknown preset {settings.preset!r}: use 'real' or 'tiny'")
+    check_backend_settings(settings)
     if settings.vlm_server and not settings.vlm_server_model:
         raise InputError("a VLM server needs a model name too (--vlm-server-model)")
     sources = [s for s in (settings.vlm_server, settings.script) if s]

@@ -18,20 +18,21 @@ def test_defaults_are_the_real_models_on_localhost_7860():
 
 def test_environment_variables_set_every_option():
     env = {
-        "SAM3_AGENT_PRESET": "tiny", "SAM3_AGENT_VLM_MODEL": "Qwen/Qwen2.5-VL-7B-Instruct",
+        "SAM3_AGENT_PRESET": "real", "SAM3_AGENT_VLM_MODEL": "Qwen/Qwen2.5-VL-7B-Instruct",
         "SAM3_AGENT_SAM3_MODEL": "/models/sam3", "SAM3_AGENT_VLM_SERVER": "http://10.0.0.2:8000/v1",
         "SAM3_AGENT_VLM_SERVER_MODEL": "qwen", "SAM3_AGENT_MAX_ROUNDS": "12", "SAM3_AGENT_SCORE_THRESHOLD": "0.4",
         "SAM3_AGENT_MIN_PIXELS": "1000", "SAM3_AGENT_MAX_PIXELS": "2000000", "SAM3_AGENT_MAX_NEW_TOKENS": "256",
         "SAM3_AGENT_DEVICE": "cpu", "SAM3_AGENT_TINY_VLM": "qwen2_5_vl", "SAM3_AGENT_CONCURRENCY": "2",
         "SAM3_AGENT_SCRIPT_PIECE_DELAY": "0.01", "GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "7000",
-        "SAM3_AGENT_PREFIX_CACHE": "off",
+        "SAM3_AGENT_PREFIX_CACHE": "off", "SAM3_AGENT_MAX_IMAGE_PIXELS": "4000000",
     }
     settings, _ = parse_settings([], environ=env)
     assert settings == AppSettings(
-        BackendSettings(preset="tiny", vlm_model="Qwen/Qwen2.5-VL-7B-Instruct", vlm_server="http://10.0.0.2:8000/v1",
+        BackendSettings(preset="real", vlm_model="Qwen/Qwen2.5-VL-7B-Instruct", vlm_server="http://10.0.0.2:8000/v1",
                         vlm_server_model="qwen", sam3_model="/models/sam3", device="cpu", min_pixels=1000,
                         max_pixels=2000000, max_new_tokens=256, tiny_vlm_kind="qwen2_5_vl", prefix_cache=False),
-        max_rounds=12, score_threshold=0.4, script_piece_delay=0.01, concurrency=2, host="0.0.0.0", port=7000,
+        max_rounds=12, score_threshold=0.4, script_piece_delay=0.01, concurrency=2, max_image_pixels=4_000_000,
+        host="0.0.0.0", port=7000,
     )
 
 
@@ -54,6 +55,10 @@ def test_flags_win_over_environment_variables():
         ({"SAM3_AGENT_SCORE_THRESHOLD": "1.5"}, r"score threshold must be in \[0, 1\], got 1.5"),
         ({"GRADIO_SERVER_PORT": "70000"}, "port must be between 1 and 65535, got 70000"),
         ({"SAM3_AGENT_CONCURRENCY": "0"}, "concurrency must be at least 1, got 0"),
+        ({"SAM3_AGENT_MAX_NEW_TOKENS": "0"}, "--max-new-tokens must be a whole number of at least 1, got 0"),
+        ({"SAM3_AGENT_PRESET": "tiny", "SAM3_AGENT_SAM3_MODEL": "facebook/sam3"},
+         "--sam3-model would be ignored with --preset tiny"),
+        ({"SAM3_AGENT_MAX_IMAGE_PIXELS": "0"}, "image pixel limit must be at least 1, got 0"),
     ],
 )
 def test_bad_values_raise_input_errors_naming_them(env, message):

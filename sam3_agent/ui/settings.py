@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
 from ..errors import InputError
-from ..presets import BackendSettings
+from ..presets import BackendSettings, check_backend_settings
 from ..segmenter import DEFAULT_SCORE_THRESHOLD
 
 DEFAULT_HOST = "127.0.0.1"
@@ -184,7 +184,8 @@ def parse_settings(
 
 
 def check_settings(settings: AppSettings) -> None:
-    """Raise ``InputError`` naming the first out-of-range value."""
+    """Raise ``InputError`` naming the first out-of-range value (model settings: ``presets.check_backend_settings``)."""
+    check_backend_settings(settings.backend)
     if not 1 <= settings.max_rounds <= MAX_ROUNDS_LIMIT:
         raise InputError(f"the round budget must be between 1 and {MAX_ROUNDS_LIMIT}, got {settings.max_rounds}")
     if not 0.0 <= settings.score_threshold <= 1.0:
