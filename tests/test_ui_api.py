@@ -122,3 +122,51 @@ def test_an_upload_the_app_cannot_read_gets_the_projects_own_message(app_url, tm
     text = str(caught.value)
     assert message in text and "upstream Gradio app has raised an exception" not in text
     assert "/tmp" not in text and "gradio" not in text.lower()  # no server paths
+
+
+@pytest.fixture(scope="module")
+def slow_app():
+    """One run at a time (the only slot), a scripted reply streamed slowly (about 20 s), and every run recorded."""
+    from sam3_agent.agent import Agent
+
+    runs = []
+    original = Agent.start
+
+    def recording(self, *args, **kwargs):
+        runs.append(original(self, *args, **kwargs))
+        return runs[-1]
+
+    Agent.start = recording
+    settings = AppSettings(BackendSettings(preset="tiny", script=str(SCRIPT)), max_rounds=10, concurrency=1,
+                           script_piece_delay=0.05, port=free_port())
+    demo, handlers = create_demo(settings)
+    launch(demo, settings, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{settings.port}/", runs
+    finally:
+        Agent.start = original
+        demo.close()
+        handlers.close()
+
+
+def test_a_cancelled_api_job_stops_its_run_and_frees_the_slot(slow_app):
+    import time
+
+    url, runs = slow_app
+    client = Client(url, verbose=False)
+    job = client.submit(handle_file(str(ASSETS / "coffee.jpg")), "the cup on the saucer", api_name="/segment")
+    deadline = time.monotonic() + 120
+    while not runs and time.monotonic() < deadline:  # the run has started (it holds the only slot)
+        time.sleep(0.1)
+    time.sleep(2)
+    assert runs and runs[0].trace.status == "running"
+    job.cancel()
+    cancelled = time.monotonic()
+    # The next job only gets the slot once the first run let go of it; its bad query then fails at once.
+    with pytest.raises(Exception, match="the query is empty"):
+        Client(url, verbose=False).predict(handle_file(str(ASSETS / "coffee.jpg")), " ", api_name="/segment")
+    assert time.monotonic() - cancelled < 8.0  # the scripted reply alone would stream for about 15 s more
+    trace = runs[0].trace
+    while trace.status == "running" and time.monotonic() - cancelled < 15:
+        time.sleep(0.1)
+    assert trace.status == "cancelled" and not trace.rounds[1:]  # stopped in round 1, not run to the end

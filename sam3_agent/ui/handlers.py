@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 STREAM_INTERVAL_S = 0.05  # token-only updates at most 20 per second; other events update at once
 STOP_GRACE_S = 5.0  # Stop waits this long for the run to end by itself before abandoning it
 API_FILES_TTL_S = 3600.0  # API result files are kept this long (the client fetches them at once)
+API_YIELD_INTERVAL_S = 0.5  # how often /segment gives Gradio a chance to stop a cancelled job
 
 
 class RunOutputs(NamedTuple):
@@ -252,7 +253,11 @@ class Handlers:
                 view.finish_from(trace)
             if trace.status == "failed":
                 self.warn(f"The run failed: {trace.error}")
-            files = write_run_files(trace, slot.run_folder(self.root))
+            try:
+                files = write_run_files(trace, slot.run_folder(self.root))
+            except OSError as error:  # disk full...: the answer is shown, the status says the files are missing
+                yield self._outputs(view, page, [])._replace(status=self._save_failed(trace, error))
+                return
             yield self._outputs(view, page, files)
         finally:
             if agent_run.trace.status == "running":
@@ -293,8 +298,20 @@ class Handlers:
             return gr.skip(), gr.skip()
         agent_run.abandon("stopped by the user")
         logger.warning("a run did not end within %.0f s of Stop; abandoned it", STOP_GRACE_S)
-        files = write_run_files(agent_run.trace, slot.run_folder(self.root))
+        try:
+            files = write_run_files(agent_run.trace, slot.run_folder(self.root))
+        except OSError as error:
+            return self._save_failed(agent_run.trace, error), None
         return render_status(final_status_line(agent_run.trace)), [str(p) for p in files]
+
+    def _save_failed(self, trace: Trace, error: OSError) -> str:
+        """The status line (and a warning) of a run whose download files could not be written."""
+        line = final_status_line(trace)
+        message = (f"{line.text} Its files could not be saved on the server ({error.strerror or 'write failed'}), "
+                   "so there is nothing to download; try again later.")
+        logger.error("could not write a run's files: %s", error)
+        self.warn(message)
+        return render_status(StatusLine("error", message))
 
     def unload(self, request: gr.Request) -> None:
         """A browser tab closed: stop its run so the model is free for others."""
@@ -306,11 +323,14 @@ class Handlers:
 
     # ------------------------------------------------------------------ API
 
-    def segment(self, image: str, query: str) -> tuple[str, str]:
-        """API ``/segment``: run to the end; return (final masks COCO JSON path, trace .zip path).
+    def segment(self, image: str, query: str) -> Iterator[tuple[Any, Any]]:
+        """API ``/segment``: run to the end; yields (final masks COCO JSON path, trace .zip path) last.
 
         Both files are returned for every finished status (done, no mask, budget exhausted, failed):
-        ``trace.json`` inside the .zip says which, and why.
+        ``trace.json`` inside the .zip says which, and why. While the run goes on it yields "no change" at most
+        every ``API_YIELD_INTERVAL_S``: a generator is where Gradio can stop, so a cancelled job
+        (``gradio_client``'s ``Job.cancel()``) stops its run at the next event instead of holding the queue's slot
+        (and the GPU) to the end.
 
         Raises:
             gr.Error: bad image or query, or models that could not be loaded.
@@ -320,15 +340,23 @@ class Handlers:
         except (InputError, BackendError) as error:
             raise gr.Error(str(error)) from None
         try:
+            last = time.monotonic()
             for _event in agent_run:
-                pass
+                if time.monotonic() - last >= API_YIELD_INTERVAL_S:
+                    yield gr.skip(), gr.skip()
+                    last = time.monotonic()
         finally:
             if agent_run.trace.status == "running":
-                agent_run.abandon("the API request was closed before the run finished")
+                agent_run.abandon("the API request was cancelled or closed before the run finished")
         self._prune_api_files()
         folder = self.root / "api" / uuid.uuid4().hex
-        masks_path, zip_path = write_run_files(agent_run.trace, folder)
-        return str(masks_path), str(zip_path)
+        try:
+            masks_path, zip_path = write_run_files(agent_run.trace, folder)
+        except OSError as error:
+            logger.error("could not write a run's files: %s", error)
+            raise gr.Error(f"the run ended ({agent_run.trace.status}) but its files could not be saved on the "
+                           f"server ({error.strerror or 'write failed'}); try again later") from None
+        yield str(masks_path), str(zip_path)
 
     def _prune_api_files(self, max_age_s: float = API_FILES_TTL_S) -> None:
         """Remove API result folders older than ``max_age_s`` (Gradio has served copies of them by then)."""

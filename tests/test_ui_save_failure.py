@@ -1,0 +1,50 @@
+"""The app when a run's files cannot be written (disk full): the answer is shown and the status says the files are
+missing, never "Running..." for good; the API says so in words."""
+
+from __future__ import annotations
+
+import errno
+
+import gradio as gr
+import pytest
+from conftest import ASSETS, KnownSegmenter, tool
+
+from sam3_agent.presets import Backends
+from sam3_agent.ui import handlers as handlers_module
+from sam3_agent.ui.handlers import Handlers, RunSlot
+from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.settings import AppSettings
+from sam3_agent.vlm.scripted import ScriptedVLM
+
+SCRIPT = {"main": [tool("segment_phrase", text_prompt="cup"), tool("select_masks_and_return", final_answer_masks=[1])],
+          "verify": []}
+
+
+@pytest.fixture
+def disk_full_handlers(tmp_path, monkeypatch):
+    def disk_full(trace, folder):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(handlers_module, "write_run_files", disk_full)
+    idle = ScriptedVLM([])
+    factory = AgentFactory(AppSettings(max_rounds=5), Backends(idle, idle, KnownSegmenter(
+        {"cup": [((100, 100, 300, 250), 0.9)]}), {}), SCRIPT)
+    warnings: list[str] = []
+    return Handlers(factory, warn=warnings.append, root=tmp_path / "app"), warnings
+
+
+def test_a_run_whose_files_cannot_be_saved_ends_with_a_clear_status_and_its_answer(disk_full_handlers):
+    handlers, warnings = disk_full_handlers
+    last = list(handlers.run(str(ASSETS / "coffee.jpg"), "the cup", 5, 0.5, RunSlot()))[-1]
+    assert 'class="status status-error"' in last.status and "Running" not in last.status
+    assert "Done: 1 mask selected after 2 rounds. Its files could not be saved on the server (No space left on " \
+           "device), so there is nothing to download" in last.status
+    assert last.final_image is not None and 'data-mask="1"' in last.final_masks and last.downloads == []
+    assert warnings and "could not be saved" in warnings[-1]
+
+
+def test_the_api_says_the_files_could_not_be_saved(disk_full_handlers):
+    handlers, _ = disk_full_handlers
+    with pytest.raises(gr.Error, match=r"the run ended \(done\) but its files could not be saved on the server "
+                                       r"\(No space left on device\)"):
+        list(handlers.segment(str(ASSETS / "coffee.jpg"), "the cup"))
