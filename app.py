@@ -13,13 +13,15 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
+import signal
 import sys
 from collections.abc import Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from sam3_agent.errors import InputError
-from sam3_agent.ui.layout import create_demo, launch
+from sam3_agent.ui.layout import create_demo, launch, use_private_cache
 from sam3_agent.ui.settings import parse_settings
 
 
@@ -33,14 +35,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
+    # Files this process writes (Gradio's cached uploads and results, the downloads) are removed when it exits,
+    # also on SIGTERM (docker stop, a Space restarting, kill), which ends the server like Ctrl-C.
+    atexit.register(shutil.rmtree, use_private_cache(), ignore_errors=True)
+    signal.signal(signal.SIGTERM, _stop)
     try:
         demo, handlers = create_demo(settings)
     except InputError as error:
         sys.stderr.write(f"error: {error}\n")
         return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("stopped while the models were loading\n")
+        return 130
     atexit.register(handlers.close)
     launch(demo, settings)
     return 0
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

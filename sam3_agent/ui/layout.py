@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,9 @@ EXAMPLES_FILE = ASSETS / "examples.json"
 MAX_UPLOAD = "200mb"  # a trace .zip may hold up to trace_io.MAX_ZIP_BYTES
 GPU_SECONDS = 300  # spaces.GPU duration of one run (ZeroGPU Spaces)
 AGENT_QUEUE = "agent"  # runs and API calls share one queue: the models serve one request at a time
+# Gradio's cache (uploads, served images and downloads) is swept every 10 minutes of files older than an hour (a
+# download is fetched at once), and emptied when the server stops; without it every upload stays on disk for good.
+CACHE_SWEEP = (600, 3600)  # (every s, older than s): Blocks' delete_cache
 
 CSS = """
 .status {padding: 8px 12px; border-radius: 6px; font-size: 15px; font-weight: 600; color: #111;}
@@ -93,7 +98,7 @@ def gpu(function: Callable[..., Any]) -> Callable[..., Any]:
 def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
     """The page, wired to ``handlers``. Queue and launch it with ``launch``."""
     info = handlers.factory.model_info()
-    with gr.Blocks(title="SAM3 Agent", analytics_enabled=False) as demo:
+    with gr.Blocks(title="SAM3 Agent", analytics_enabled=False, delete_cache=CACHE_SWEEP) as demo:
         slot = gr.State(RunSlot(), delete_callback=lambda value: value.cleanup() if value else None)
         gr.Markdown(
             "## SAM3 Agent\nA vision-language model reasons in rounds and calls SAM 3 to segment what your "
@@ -218,6 +223,18 @@ def _api(handlers: Handlers, settings: AppSettings) -> None:
         trigger = gr.Button("segment")
     trigger.click(gpu(handlers.segment), inputs=[image, query], outputs=[masks, trace], api_name="segment",
                   concurrency_id=AGENT_QUEUE, concurrency_limit=settings.concurrency)
+
+
+def use_private_cache() -> Path:
+    """Give this process a Gradio cache folder of its own (a new folder inside ``GRADIO_TEMP_DIR`` or the system's
+    ``gradio`` temp folder) and return it; call before building the page. Removing it at exit then removes every
+    upload and result this process cached, which Gradio's own shutdown sweep does not reliably do
+    when its server thread outlives the process."""
+    base = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+    base.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="sam3_agent_", dir=base))
+    os.environ["GRADIO_TEMP_DIR"] = str(folder)
+    return folder
 
 
 def create_demo(settings: AppSettings) -> tuple[gr.Blocks, Handlers]:
