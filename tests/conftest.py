@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,11 @@ from sam3_agent.errors import BackendError
 from sam3_agent.types import Masks
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+# Tests never write into the user's cache or the repository: the tiny models are built in a temporary folder (kept
+# between runs, so they are built once) unless SAM3_AGENT_CACHE names another place; apps started by the tests
+# inherit it.
+os.environ.setdefault("SAM3_AGENT_CACHE", str(Path(tempfile.gettempdir()) / "sam3_agent_test_cache"))
 
 
 def photo(name: str = "astronaut.jpg") -> Image.Image:

@@ -1,4 +1,9 @@
-"""Shared by the browser tests: start ``app.py`` (tiny preset, scripted VLM) and open it in Debian Chromium."""
+"""Shared by the browser tests: start ``app.py`` (tiny preset, scripted VLM) and open it in Debian Chromium.
+
+The tests wait for what a person waits for (an element visible, enabled and still, a status line saying so), never
+a fixed time, so they pass on a busy 2-core machine. Screenshots and measurements go to a temporary folder
+(``$SAM3_AGENT_TEST_OUTPUT`` or ``<system temp>/sam3_agent_test_output``), never into the repository.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -17,10 +23,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 SCRIPT = ROOT / "tests" / "data" / "ui_script.json"
-SHOTS = ROOT / "test-output" / "screenshots"
+OUTPUT = Path(os.environ.get("SAM3_AGENT_TEST_OUTPUT") or Path(tempfile.gettempdir()) / "sam3_agent_test_output")
+SHOTS = OUTPUT / "screenshots"
 BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-START_TIMEOUT_S = 180
+START_TIMEOUT_S = 300  # app.py loading the tiny models on a busy machine
+WAIT_MS = 90_000  # the longest any single step may take on a busy machine before the test gives up
+RUN_MS = 300_000  # the longest a whole scripted run may take there (its first reply alone streams for 17 s)
 
 
 def free_port() -> int:
@@ -69,9 +78,9 @@ def open_page(url: str, profile: Path, init_script: str | None = None):
     """A Playwright page on ``url`` in headless Chromium (fresh profile, 1600x1000, downloads allowed)."""
     from playwright.sync_api import expect, sync_playwright
 
-    # Actions wait up to 30 s (below); assertions default to 5 s, too short on a 2-core machine that is busy
-    # with other work (a first CI run failed waiting 5 s for an overlay that came later).
-    expect.set_options(timeout=30_000)
+    # Actions and assertions wait up to WAIT_MS for their condition (Playwright's own 5 s default is too short on
+    # a 2-core machine that is busy with other work); a step that is ready goes on at once.
+    expect.set_options(timeout=WAIT_MS)
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -81,7 +90,7 @@ def open_page(url: str, profile: Path, init_script: str | None = None):
         )
         try:
             page = context.new_page()
-            page.set_default_timeout(30_000)
+            page.set_default_timeout(WAIT_MS)
             if init_script:
                 page.add_init_script(init_script)
             page.goto(url)
@@ -89,6 +98,22 @@ def open_page(url: str, profile: Path, init_script: str | None = None):
             yield page
         finally:
             context.close()
+
+
+def ready(locator):
+    """Wait until a person could act on ``locator``: visible, enabled, not moving and not covered (Playwright's
+    checks before a click, without clicking), e.g. before acting on it with the mouse at computed coordinates."""
+    locator.click(trial=True)
+    return locator
+
+
+def show_tab(page, name: str, panel: str) -> None:
+    """Bring tab ``name`` to the front and wait until its panel (CSS selector) is shown."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("tab", name=name, exact=True).click()
+    expect(page.get_by_role("tab", name=name, exact=True)).to_have_attribute("aria-selected", "true")
+    expect(page.locator(panel)).to_be_visible()
 
 
 def download(page, container: str, name: str, folder: Path) -> Path:

@@ -2,8 +2,8 @@
 
 Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (random tiny SAM 3 and SAM 3 point model,
 scripted VLM) the same way as ``test_app_browser.py`` and drives it with Playwright on a real photo (coffee.jpg,
-600x400, shown at its own size). Screenshots go to test-output/screenshots/correct_*.png. Skipped only when
-/usr/bin/chromium is missing.
+600x400, shown at its own size). Screenshots go to ``browser_app.SHOTS``/correct_*.png (a temporary folder). Skipped
+only when /usr/bin/chromium is missing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if not Path("/usr/bin/chromium").exists():
                 allow_module_level=True)
 
 import browser_app
-from browser_app import ROOT, SHOTS, open_page, running_app
+from browser_app import ROOT, RUN_MS, SHOTS, open_page, ready, running_app, show_tab
 from playwright.sync_api import Page, expect
 from pycocotools.coco import COCO
 
@@ -48,8 +48,10 @@ def status_says(page: Page, text: str) -> None:
 
 
 def click_image(page: Page, selector: str, x: int, y: int) -> None:
-    """Click image pixel (x, y) of the <img> in ``selector`` (shown scaled and letterboxed: object-fit contain)."""
-    image = page.locator(f"{selector} img")
+    """Click image pixel (x, y) of the <img> in ``selector`` (shown scaled and letterboxed: object-fit contain), once
+    a person could: the image shown, loaded and still."""
+    image = ready(page.locator(f"{selector} img"))
+    expect(image).to_have_js_property("complete", True)
     box = image.bounding_box()
     natural_w, natural_h = image.evaluate("e => [e.naturalWidth, e.naturalHeight]")
     scale = min(box["width"] / natural_w, box["height"] / natural_h)
@@ -59,14 +61,16 @@ def click_image(page: Page, selector: str, x: int, y: int) -> None:
 
 
 def editor_zoom(page: Page) -> str:
-    return page.locator("#correct-editor span").filter(has_text="%").first.inner_text().strip()
+    zoom = page.locator("#correct-editor span").filter(has_text="%").first
+    expect(zoom).to_be_visible()
+    return zoom.inner_text().strip()
 
 
 def drag_on_editor(page: Page, points: list[tuple[int, int]], width: int, height: int) -> None:
     """Drag the brush through image pixels ``points`` on the ImageEditor canvas (the image is centred at the zoom
     the editor shows)."""
+    canvas = ready(page.locator("#correct-editor canvas").first).bounding_box()
     zoom = float(editor_zoom(page).rstrip("%")) / 100
-    canvas = page.locator("#correct-editor canvas").first.bounding_box()
     left = canvas["x"] + (canvas["width"] - width * zoom) / 2
     top = canvas["y"] + (canvas["height"] - height * zoom) / 2
     page.mouse.move(left + points[0][0] * zoom, top + points[0][1] * zoom)
@@ -76,10 +80,18 @@ def drag_on_editor(page: Page, points: list[tuple[int, int]], width: int, height
     page.mouse.up()
 
 
-def download(page: Page, button: str, name: str, folder: Path) -> Path:
-    """Press an export button and download the file it offers (named ``name``)."""
+def download(page: Page, button: str, name: str, folder: Path, exported: str) -> Path:
+    """Press an export button, wait until the status says ``exported`` (what a person waits for: until then the link
+    may still offer the previous export), then download the file it offers (named ``name``)."""
     page.click(button)
+    status_says(page, exported)
     return browser_app.download(page, "#correct-download", name, folder)
+
+
+def show_correct_tab(page: Page) -> None:
+    """Wait until the Correct tab is in front (a button in another tab brings it there) with its editor shown."""
+    expect(page.get_by_role("tab", name="Correct", exact=True)).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#correct-editor")).to_be_visible()
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +103,13 @@ def corrected(page, tmp_path_factory):
     page.wait_for_selector("#input-image img")
     page.fill("#query textarea", "the cup on the saucer")
     page.click("#run-btn")
-    page.wait_for_selector("#status .status-done", timeout=120_000)
-    page.get_by_role("tab", name="Correct").click()
+    page.wait_for_selector("#status .status-done", timeout=RUN_MS)
+    show_tab(page, "Correct", "#correct-editor")
     empty_zoom = editor_zoom(page)  # the editor before it has an image
-    page.get_by_role("tab", name="Run").click()
+    show_tab(page, "Run", "#correct-run-btn")
 
     page.click("#correct-run-btn")
+    show_correct_tab(page)
     status_says(page, "Corrected answer: 1 mask (the agent chose 1).")
     expect(page.locator("#correct-agent-overlay img")).to_be_visible()
     page.wait_for_function(  # the brush canvas has taken the photo
@@ -129,10 +142,9 @@ def corrected(page, tmp_path_factory):
     expect(page.locator('#correct-masks tr[data-mask="1"]')).to_have_class("mask-on")
     expect(page.locator("#mask-toggles input[type=checkbox]").first).to_be_checked()
 
-    coco_path = download(page, "#export-coco-btn", "corrected_masks.json", folder)
-    status_says(page, "Exported COCO JSON (3 masks)")
+    coco_path = download(page, "#export-coco-btn", "corrected_masks.json", folder, "Exported COCO JSON (3 masks)")
     page.screenshot(path=str(SHOTS / "correct_05_exported.png"), full_page=True)
-    bundle_path = download(page, "#export-bundle-btn", "bundle.zip", folder)
+    bundle_path = download(page, "#export-bundle-btn", "bundle.zip", folder, "Exported the bundle (3 masks)")
     return coco_path, bundle_path
 
 
@@ -171,10 +183,11 @@ def test_the_bundle_keeps_the_edits_with_the_click_in_image_pixels(corrected):
 
 
 def test_the_bundle_reloads_in_the_inspect_tab_and_editing_goes_on(page, corrected):
-    page.get_by_role("tab", name="Inspect a trace").click()
+    show_tab(page, "Inspect a trace", "#trace-file")
     page.set_input_files("#trace-file input[type=file]", str(corrected[1]))
-    expect(page.locator("#inspect-status")).to_contain_text("2 hand corrections saved with it", timeout=20_000)
+    expect(page.locator("#inspect-status")).to_contain_text("2 hand corrections saved with it")
     page.click("#correct-inspect-btn")
+    show_correct_tab(page)
     status_says(page, "Corrected answer: 3 masks (the agent chose 1). Last edit: 1 click(s) -> new mask.")
     expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(3)
     expect(page.locator("#undo-btn")).to_be_enabled()
@@ -221,15 +234,14 @@ def test_relabel_a_negative_click_bring_in_delete_and_the_png_export(page, corre
     status_says(page, "Last edit: delete mask 4.")
     expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(3)
 
-    archive = download(page, "#export-png-btn", "corrected_masks_png.zip", tmp_path)
-    status_says(page, "Exported PNG masks (3 masks)")
+    archive = download(page, "#export-png-btn", "corrected_masks_png.zip", tmp_path, "Exported PNG masks (3 masks)")
     with zipfile.ZipFile(archive) as pngs:
         names = sorted(pngs.namelist())
         assert names == ["mask_001.png", "mask_002.png", "mask_003.png"]
         for name in names:
             with pngs.open(name) as f, Image.open(f) as mask:
                 assert mask.size == (600, 400) and set(np.unique(np.asarray(mask))) <= {0, 255}
-    coco = COCO(str(download(page, "#export-coco-btn", "corrected_masks.json", tmp_path)))
+    coco = COCO(str(download(page, "#export-coco-btn", "corrected_masks.json", tmp_path, "Exported COCO JSON (3 masks)")))
     assert coco.imgs[1]["file_name"] == PHOTO.name  # the uploaded photo's name, not image.png
     assert [coco.cats[a["category_id"]]["name"] for a in coco.loadAnns(coco.getAnnIds())] == [
         "the cup on the saucer", "the cup on the saucer", "spoon"]
