@@ -9,7 +9,9 @@ Every loader (trace folder or ``.zip``, bundle ``.zip``, the app's Inspect and C
   past its declared size stops the read (a "zip bomb" never allocates more than it declared);
 - files of a trace folder must be regular files inside the folder (not a FIFO, device or link leading out);
 - every image is checked on its header (size) before it is decoded, and every mask RLE on its declared size (it must
-  be the raw image's) and on its run lengths before it is decoded;
+  be the raw image's) and on its run lengths before it is decoded; what one load decodes into pixels is bounded
+  (``MAX_DECODED_BYTES``), so a small file declaring many huge blank images or masks is refused before it costs
+  gigabytes;
 - ``reading`` is the boundary every loader runs inside: any decoding fault (bad CRC, corrupt deflate, an encrypted
   member, JSON nested too deeply, a decompression bomb, running out of memory) becomes a ``TraceFormatError`` whose
   message says what was wrong in words, never a Python exception name.
@@ -28,7 +30,7 @@ import warnings
 import zipfile
 import zlib
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -130,9 +132,9 @@ def check_member_name(name: str, what: str) -> None:
     Raises:
         TraceFormatError: the name is unsafe; the message names it.
     """
-    parts = PurePosixPath(name).parts
+    parts = name.removesuffix("/").split("/")  # a folder entry ends with "/"
     if (not name or name.startswith("/") or "\\" in name or "\0" in name or _DRIVE.match(name)
-            or any(part in ("..", ".") for part in parts) or "//" in name):
+            or any(part in ("", ".", "..") for part in parts)):
         raise TraceFormatError(
             f"{what} holds a file named {name!r}, which points outside its folder: this is not a file saved by "
             "SAM3 Agent (it may be damaged or hostile), so nothing in it was read"

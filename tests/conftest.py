@@ -102,3 +102,14 @@ def people_run():
                        tool("select_masks_and_return", final_answer_masks=[1, 2])])
     verifier = ScriptedVLM([verdict("Accept"), verdict("Accept"), verdict("Reject")])
     return Agent(vlm, segmenter, AgentConfig(), verifier=verifier).run(photo("astronaut.jpg"), "the people")
+
+
+BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/browser drives the app in headless Chromium: mark it ``browser``, so that
+    ``-m "not browser and not slow"`` gives a fast run."""
+    for item in items:
+        if BROWSER_TESTS in Path(item.fspath).resolve().parents:
+            item.add_marker(pytest.mark.browser)

@@ -191,6 +191,7 @@ def test_rerun_into_the_same_folder_leaves_no_stale_images(tmp_path, capsys, scr
     assert sorted(p.name for p in (out / "images").iterdir()) == ["raw.png"]
 
 
+@pytest.mark.slow  # the CLI in a process of its own, to receive a real signal
 def test_sigterm_during_a_run_still_writes_a_cancelled_trace(tmp_path):
     import signal
     import subprocess

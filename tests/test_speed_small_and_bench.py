@@ -21,6 +21,7 @@ from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 PROMPTS = load_prompts()
+pytestmark = pytest.mark.slow  # builds the 36-layer small model and runs the benchmark's two modes
 
 
 # ---------------------------------------------------------------- the real Qwen tokenizer

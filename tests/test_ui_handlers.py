@@ -117,7 +117,7 @@ def test_bad_input_shows_an_error_and_a_warning(tmp_path, image, query, message)
     (float("inf"), 0.5, "must be numbers, got inf and 0.5"),
     (None, 0.5, "must be numbers, got None and 0.5"),
     (0, 0.5, "max_rounds must be between 1 and 100, got 0"),
-    (10, float("nan"), "score_threshold must be in [0, 1], got nan"),
+    (10, float("nan"), "score_threshold must be a number in [0, 1], got nan"),
 ])
 def test_a_bad_budget_or_threshold_from_a_hand_made_request_is_an_error_not_a_crash(tmp_path, rounds, threshold,
                                                                                      message):

@@ -171,3 +171,16 @@ def test_a_file_that_is_not_a_trace_is_refused_with_a_message(page, finished_run
     junk.write_bytes(b"plain text, not a zip")
     page.set_input_files("#trace-file input[type=file]", str(junk))
     expect(page.locator("#inspect-status .status-error")).to_contain_text("not a .zip trace")
+
+
+def test_an_upload_the_app_cannot_read_gets_a_message_instead_of_waiting(page, finished_run, tmp_path):
+    page.reload()  # a new session
+    broken = tmp_path / "IMG_0042.HEIC"
+    broken.write_bytes(b"\x00\x00\x00\x18ftypheic" + b"\x00" * 64)  # a damaged phone photo
+    page.set_input_files("#input-image input[type=file]", str(broken))
+    page.fill("#query textarea", "the cup")
+    page.click("#run-btn")
+    status = page.locator("#status .status-error")
+    expect(status).to_contain_text("'IMG_0042.HEIC' is not an image")
+    expect(page.locator("#status")).not_to_contain_text("Queued")
+    assert "/tmp" not in status.inner_text() and "gradio" not in status.inner_text().lower()
