@@ -295,7 +295,9 @@ class AgentRun:
             yield self._finish("failed", str(fault))
         except Exception as fault:  # an unexpected bug must still leave a trace
             logger.exception("run failed unexpectedly")
-            yield self._finish("failed", f"internal error: {type(fault).__name__}: {fault}")
+            # The person sees words; the class name and traceback are in the log (logger.exception above).
+            yield self._finish("failed", "an internal error stopped the run (a bug: the log has the details); "
+                                         "the trace so far is kept")
 
     def _round(self, round_index: int) -> Iterator[Event]:
         """One round; returns True (via StopIteration) when the run ended."""
