@@ -33,8 +33,9 @@ def blank_png(width: int, height: int, path) -> str:
 
 def test_a_brush_layer_larger_than_the_view_is_refused_on_its_header(tmp_path, monkeypatch):
     with gr.Blocks():
-        editor = BoundedImageEditor(max_side=1024, type="numpy")
+        editor = BoundedImageEditor(max_side=1024, type="numpy", elem_id="the-editor")
     assert editor.get_block_name() == "imageeditor"
+    assert editor.get_config()["elem_id"] == "the-editor"  # the page gets every ImageEditor setting
     big = FileData(path=blank_png(9000, 9000, tmp_path / "layer.png"), orig_name="layer.png")
     assert os.path.getsize(big.path) < 100_000  # 9000x9000 RGBA would be 324 MB once decoded
     decoded = []

@@ -61,6 +61,10 @@ class BoundedImageEditor(gr.ImageEditor):
         self.max_side = int(max_side)
         super().__init__(*args, **kwargs)
 
+    def get_config(self, cls: Any = None) -> dict[str, Any]:
+        # Gradio sends the page the parameters of the constructor it reads: ImageEditor's, not this one's.
+        return super().get_config(cls or gr.ImageEditor)
+
     def convert_and_format_image(self, file: Any, flatten_on_white: bool = False) -> Any:
         if file is not None:
             source = file.path if hasattr(file, "path") else io.BytesIO(file)
