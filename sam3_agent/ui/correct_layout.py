@@ -16,7 +16,7 @@ import gradio as gr
 from .correct import CLICK_MODES, CLICK_TOGGLE, VIEW_MAX_SIDE
 from .correct_handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs
 from .html import render_status
-from .uploads import BoundedImageEditor
+from .uploads import bounded_image_editor
 from .view import StatusLine
 
 CORRECT_TAB_ID = "correct"
@@ -54,7 +54,7 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, gpu: Callable[[C
                                                elem_id="correct-overlay", height=IMAGE_HEIGHT)
                 mode = gr.Radio(list(CLICK_MODES), value=CLICK_TOGGLE, label="A click on the corrected answer will",
                                 elem_id="click-mode")
-                editor = BoundedImageEditor(max_side=VIEW_MAX_SIDE,
+                editor = bounded_image_editor(VIEW_MAX_SIDE,
                     label="Brush: paint over the image, then add the painted area to the selected mask (or make a new "
                           "mask of it) or remove it from the selected mask",
                     type="numpy", sources=(), transforms=(), layers=False, elem_id="correct-editor",

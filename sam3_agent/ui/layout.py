@@ -23,7 +23,7 @@ from .handlers import Handlers, RunSlot, photo_limit
 from .html import ImageUrls, render_context, render_status
 from .runner import AgentFactory
 from .settings import MAX_ROUNDS_LIMIT, AppSettings
-from .uploads import ImagePath
+from .uploads import image_upload
 from .view import StatusLine
 
 logger = logging.getLogger(__name__)
@@ -109,12 +109,12 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
                     elem_id="load-error")
         with gr.Tabs(elem_id="tabs") as tabs, gr.Tab("Run", id="run", elem_id="tab-run"), gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=300):
-                # ImagePath: the uploaded file reaches images.load_image undecoded (HEIC, EXIF, transparency,
+                # image_upload: the uploaded file reaches images.load_image undecoded (HEIC, EXIF, transparency,
                 # 16-bit images and size limits are handled there, with the project's own messages)
-                image = ImagePath(type="filepath", image_mode=None, sources=["upload", "clipboard"],
-                                  label=f"Image (JPEG, PNG, WebP, HEIC, AVIF; up to "
-                                        f"{photo_limit(settings.max_image_pixels)})",
-                                  elem_id="input-image", height=300)
+                image = image_upload(image_mode=None, sources=["upload", "clipboard"],
+                                     label=f"Image (JPEG, PNG, WebP, HEIC, AVIF; up to "
+                                           f"{photo_limit(settings.max_image_pixels)})",
+                                     elem_id="input-image", height=300)
                 query = gr.Textbox(label="Query", lines=2, elem_id="query",
                                    placeholder="e.g. the leftmost child wearing a blue vest")
                 with gr.Row():
@@ -216,7 +216,7 @@ def _inspect_tab(handlers: Handlers) -> tuple[gr.State, gr.Button]:
 def _api(handlers: Handlers, settings: AppSettings) -> None:
     """``/segment``: image file + query -> (final masks COCO JSON file, trace .zip file)."""
     with gr.Row(visible=False):
-        image = ImagePath(type="filepath", image_mode=None, label="image")
+        image = image_upload(image_mode=None, label="image")
         query = gr.Textbox(label="query")
         masks = gr.File(label="final_masks")
         trace = gr.File(label="trace")
