@@ -12,7 +12,7 @@ import logging
 import numbers
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
 from PIL import Image
@@ -190,7 +190,6 @@ class _RoundInFlight:
     call: Any = None
     stored_text: str = ""
     tool_started: float | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 class AgentRun:

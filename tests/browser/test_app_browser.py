@@ -175,6 +175,7 @@ def test_a_file_that_is_not_a_trace_is_refused_with_a_message(page, finished_run
 
 def test_an_upload_the_app_cannot_read_gets_a_message_instead_of_waiting(page, finished_run, tmp_path):
     page.reload()  # a new session
+    expect(page.locator("#input-image").get_by_role("button", name="Drop an image file here to upload")).to_be_visible()
     broken = tmp_path / "IMG_0042.HEIC"
     broken.write_bytes(b"\x00\x00\x00\x18ftypheic" + b"\x00" * 64)  # a damaged phone photo
     page.set_input_files("#input-image input[type=file]", str(broken))
