@@ -20,7 +20,7 @@ from .errors import BackendError, InputError
 from .images import file_name_of
 from .masks import IOM_THRESHOLD, SCORE_THRESHOLD
 from .parsing import parse_response
-from .prompts import Prompts, load_prompts
+from .prompts import Prompts, load_prompts, token_limit_text
 from .segmenter import Segmenter
 from .tools import ToolOutcome, Tools, ToolState
 from .types import (
@@ -258,10 +258,11 @@ class AgentRun:
             yield self._finish("cancelled", "stopped by the user")
             return True
 
-        parsed = parse_response(generation.text, generation.finish_reason)
+        parsed = parse_response(generation.text, generation.finish_reason, generation.starts_in_reasoning)
         tool_started = time.perf_counter()
         if parsed.call is None:
-            outcome = agent.tools.feedback(parsed.error or "no_tool_call", parsed.error_fields, self.state)
+            fields = dict(parsed.error_fields, limit=token_limit_text(generation.output_tokens))
+            outcome = agent.tools.feedback(parsed.error or "no_tool_call", fields, self.state)
         else:
             yield ToolStarted(round_index, parsed.call)
             try:

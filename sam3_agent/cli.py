@@ -117,7 +117,7 @@ class EventPrinter:
             write(f"  call: {_call_text(event.call)}\n")
         elif isinstance(event, MaskVerdictReady):
             v = event.verdict
-            source = "" if v.source == "model" else " (no verdict given; kept)"
+            source = {"model": "", "fallback": " (no verdict given; kept)"}.get(v.source, f" (check failed: {v.error}; kept)")
             write(f"    mask {v.mask_number}/{event.total}: {v.verdict}{source}\n")
         elif isinstance(event, RoundFinished):
             r = event.round

@@ -195,6 +195,21 @@ class Sam3Segmenter(CachedImageModel):
         return self._run_locked(lambda: self._segment_locked(image, key, phrase, float(score_threshold)),
                                 f"SAM 3 ({self.name})", image.size, "run SAM 3 on the CPU")
 
+    def phrase_cut(self, phrase: str) -> tuple[str, int] | None:
+        """What SAM 3's text encoder reads of a phrase longer than it takes (``segment`` truncates it).
+
+        Returns:
+            ``(the phrase as read, the token limit)`` when ``phrase`` has more tokens than the encoder's
+            ``max_position_embeddings`` (32 for facebook/sam3, start and end tokens included); ``None``
+            when the whole phrase is read. The text as read is the tokenizer's decoding, lower-cased by
+            CLIP's tokenizer.
+        """
+        tokenizer = self._processor.tokenizer
+        if len(tokenizer(phrase)["input_ids"]) <= self._max_text_tokens:
+            return None
+        kept = tokenizer(phrase, truncation=True, max_length=self._max_text_tokens)["input_ids"]
+        return tokenizer.decode(kept, skip_special_tokens=True).strip(), self._max_text_tokens
+
     def backbone_output(self, image: Image.Image) -> torch.Tensor:
         """The vision backbone's output for ``image``, from the feature cache (encoding it when missing).
 

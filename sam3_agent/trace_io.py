@@ -106,6 +106,7 @@ class _Writer:
             "zoom_view": self.image(verdict.zoom_view)["name"],
             "prompt_tokens": verdict.prompt_tokens,
             "seconds": verdict.seconds,
+            "error": verdict.error,
         }
 
     def result(self, result: ToolResult | None) -> dict[str, Any] | None:
@@ -274,6 +275,7 @@ class _Reader:
             zoom_view=ImagePart(self.image(data["zoom_view"]), data["zoom_view"]),
             prompt_tokens=data["prompt_tokens"],
             seconds=float(data["seconds"]),
+            error=data.get("error"),  # absent in traces written before verification errors were recorded
         )
 
     def result(self, data: dict[str, Any] | None) -> ToolResult | None:

@@ -183,3 +183,49 @@ def test_context_stays_bounded_while_the_model_keeps_failing() -> None:
         sent, _ = build_context(history, fmt)
         sizes.append(len(sent))
     assert set(sizes) == {4}
+
+
+# ---------------------------------------------------------------- masks that no longer exist (issue 10)
+
+
+def test_overlay_of_masks_all_rejected_is_never_sent_as_a_current_image() -> None:
+    history = base() + [
+        assistant_segment("cup"),
+        Message("user", (TextPart("2 masks"), img("round1_overlay", 1))),
+        assistant_call("examine_each_mask"),
+        Message("user", (TextPart("all rejected"),)),
+    ]
+    sent, record = build_context(history, fmt)
+    assert record.kept == (0, 1, 2, 3, 4, 5)
+    assert [p.name for m in sent for p in m.images] == ["raw"]
+    assert record.image_count == 1 and record.images_as_text == (3,)
+    assert sent[3].parts == (TextPart("2 masks"), TextPart("[older image omitted]"))
+
+
+def test_overlay_stays_current_after_a_refused_call_and_its_feedback() -> None:
+    history = base() + [
+        assistant_segment("cup"),
+        Message("user", (TextPart("2 masks"), img("round1_overlay", 1))),
+    ] + mistake("select [7]")
+    sent, record = build_context(history, fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round1_overlay"]
+    assert record.images_as_text == ()
+
+
+def test_a_refused_examine_does_not_hide_the_current_overlay() -> None:
+    refused = Message("assistant", (TextPart("examine"),), ToolCall("examine_each_mask", {}, "examine_each_mask"),
+                      mistake=True)
+    history = base() + [
+        assistant_segment("cup"),
+        Message("user", (TextPart("2 masks"), img("round1_overlay", 1))),
+        refused,
+        Message("user", (TextPart("not now"),)),
+    ]
+    sent, _ = build_context(history, fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round1_overlay"]
+
+
+def test_overlay_after_examine_replaces_the_segment_overlay() -> None:
+    sent, record = build_context(issue_example(), fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round3_overlay"]
+    assert record.images_as_text == (5,)

@@ -282,3 +282,13 @@ def test_locally_built_clip_tokenizer_gives_clip_ids():
 
     # <|startoftext|> a red cup <|endoftext|> in the real CLIP vocabulary
     assert tokenizer("a red cup")["input_ids"] == [49406, 320, 736, 1937, 49407]
+
+
+def test_phrase_cut_says_what_the_text_encoder_reads_of_a_long_phrase(loaded: Sam3Segmenter):
+    assert loaded.phrase_cut("red car") is None
+    long_phrase = " ".join(["the small red car"] * 12)  # 48 words, one token each
+    read, limit = loaded.phrase_cut(long_phrase)
+    assert limit == loaded._model.config.text_config.max_position_embeddings
+    tokenizer = loaded.processor.tokenizer
+    assert len(tokenizer(read)["input_ids"]) == limit  # what is read fills the encoder exactly
+    assert read == " ".join(long_phrase.split()[: limit - 2])  # the start and end tokens take two places

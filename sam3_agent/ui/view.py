@@ -226,8 +226,8 @@ def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
         mask_number=verdict.mask_number,
         total=total,
         verdict=verdict.verdict,
-        fallback=verdict.source == "fallback",
-        reasoning="\n\n---\n\n".join(o.strip() for o in verdict.outputs),
+        fallback=verdict.source != "model",  # no usable verdict, or the check failed: kept either way
+        reasoning="\n\n---\n\n".join([o.strip() for o in verdict.outputs] + ([verdict.error] if verdict.error else [])),
         mask_view=verdict.mask_view,
         zoom_view=verdict.zoom_view,
         seconds=verdict.seconds,
