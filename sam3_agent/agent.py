@@ -40,6 +40,7 @@ from .types import (
 )
 from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled
 from .vlm.base import VLM, strip_control_tokens
+from .vlm.image_fit import check_photo, limits_of
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +141,8 @@ class Agent:
             image_name: the image's file name, recorded in the trace (``images.file_name_of`` cleans a path).
 
         Raises:
-            InputError: empty or overlong query, or an image that is not RGB.
+            InputError: empty or overlong query, an image that is not RGB, or a photo with no sensible view
+                at the VLMs' pixel budgets (``vlm.image_fit.check_photo``: a strip too thin to see).
         """
         # Chat-template control tokens in user text would end the turn early: drop them.
         query = strip_control_tokens(query).strip() if isinstance(query, str) else ""
@@ -150,6 +152,8 @@ class Agent:
             raise InputError(f"the query has {len(query)} characters; shorten it to at most {MAX_QUERY_CHARS}")
         if not isinstance(image, Image.Image) or image.mode != "RGB":
             raise InputError("the image must be an RGB PIL image: load it with sam3_agent.images.load_image")
+        for model in (self.vlm, self.verifier):
+            check_photo(image, limits_of(model))
         return AgentRun(self, image, query, image_name)
 
     def run(self, image: Image.Image, query: str) -> Trace:

@@ -30,6 +30,7 @@ from .parsing import parse_response
 from .presets import BackendSettings, build_backends
 from .render import render_numbered_overlay
 from .trace_io import save_trace
+from .vlm.image_fit import ImageLimits, check_photo
 from .types import (
     Event,
     MaskVerdictReady,
@@ -192,6 +193,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     out = Path(args.out)
     try:
         image = load_image(args.image, max_pixels=args.max_image_pixels)
+        check_photo(image, ImageLimits.with_bounds(args.min_pixels, args.max_pixels))  # before any model loads
         prepare_out_dir(out)
         config = AgentConfig(
             max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=args.verify_batch_size

@@ -216,6 +216,9 @@ def _verify_batch(
             for i, second in zip(unusable, generate_each(vlm, retries, max_new_tokens=max_new_tokens, stop=stop)):
                 outputs[i].append(_checked(second))
     except BackendError as fault:  # find the mask(s) that fail: one by one, each failure recorded on its own
+        if len(numbers) == 1:
+            logger.warning("verification of mask %d failed: %s", numbers[0], fault)
+            return [_error_verdict(numbers[0], [], views[0], time.perf_counter() - started, str(fault))]
         logger.warning("a batch of %d verifications failed (%s); verifying them one by one", len(numbers), fault)
         return [_verify_one(vlm, prompts, image, query, masks, round_index, n, max_new_tokens, stop) for n in numbers]
     share = (time.perf_counter() - started) / len(numbers)

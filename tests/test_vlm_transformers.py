@@ -154,6 +154,30 @@ def test_thinking_template_opens_think_and_keeps_think_tags(tiny_dirs, coffee):
     assert instruct.render_prompt(conversation(coffee)).endswith("<|im_start|>assistant\n")
 
 
+def test_generations_of_a_thinking_template_are_marked_as_starting_in_reasoning(tiny_dirs, qwen3, coffee):
+    thinking = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl_thinking"]), max_new_tokens=3)
+    assert thinking.starts_in_reasoning and not qwen3.starts_in_reasoning
+    assert generate(thinking, conversation(coffee)).starts_in_reasoning
+    assert [g.starts_in_reasoning for g in thinking.generate_batch([conversation(coffee)] * 2)] == [True, True]
+    assert not generate(qwen3, conversation(coffee), max_new_tokens=3).starts_in_reasoning
+
+
+def test_image_limits_come_from_the_processor_and_its_pixel_bounds(tiny_dirs, qwen3):
+    qwen25 = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen2_5_vl"]))
+    assert qwen3.image_limits.token_side == 32 and qwen25.image_limits.token_side == 28
+    assert (qwen3.image_limits.min_pixels, qwen3.image_limits.max_pixels) == (
+        qwen3.image_size["shortest_edge"], qwen3.image_size["longest_edge"])
+
+
+@pytest.mark.parametrize("size", [(3000, 12), (12, 3000)])
+def test_strip_the_processor_refuses_is_padded_and_answered(qwen3, coffee, size):
+    strip = coffee.resize(size)
+    with pytest.raises(ValueError, match="aspect ratio"):  # the processor alone refuses it
+        qwen3.processor.image_processor(images=[strip], return_tensors="pt")
+    result = generate(qwen3, conversation(strip), max_new_tokens=3)
+    assert result.finish_reason in ("stop", "length") and result.prompt_tokens > 0
+
+
 def test_rendered_prompt_has_turns_and_one_placeholder_per_image(qwen3, coffee):
     messages = conversation(coffee) + [
         Message("assistant", (TextPart("<tool>seg</tool>"),)),

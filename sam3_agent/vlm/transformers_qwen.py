@@ -18,13 +18,16 @@ import logging
 import queue
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Generator, Iterator, Sequence
 
 import torch
 
 from ..errors import BackendError, InputError
+from ..parsing import THINK_CLOSE, THINK_OPEN
 from ..types import Generation, ImagePart, Message, TextPart
 from .base import StreamItem
+from .image_fit import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, ImageLimits, fit_messages
 from .kv_prefix import (
     DEFAULT_PREFIX_CACHE_BYTES,
     DEFAULT_PREFIX_CACHE_ENTRIES,
@@ -50,12 +53,6 @@ from .usage import UsageCounter, VLMUsage
 
 logger = logging.getLogger(__name__)
 
-# Default bounds on an image's pixel count after resizing: Qwen's recommended range in the
-# Qwen2-VL / Qwen2.5-VL model cards and qwen-vl-utils (min_pixels = 256*28*28, max_pixels =
-# 1280*28*28), i.e. 256..1280 tokens of 28*28 px for Qwen2.5-VL and ~196..980 tokens of 32*32 px
-# for Qwen3-VL. Released checkpoints allow far more (Qwen3-VL: 16.7 M px, over 16k tokens per image).
-DEFAULT_MIN_PIXELS = 256 * 28 * 28
-DEFAULT_MAX_PIXELS = 1280 * 28 * 28
 
 _LOCK_POLL_SECONDS = 0.05  # how often a call waiting for the model checks its stop event
 
@@ -77,6 +74,9 @@ class TransformersQwenVLM:
         max_new_tokens: default output-token limit of a call.
         prefix_store: the prefix KV caches of this model (``None`` when ``prefix_cache`` is off or
             the generation config needs ``generate``'s own decoding).
+        image_limits: what the image processor accepts (``image_fit``); every image is fitted to it.
+        starts_in_reasoning: the chat template opens ``<think>`` in the generation prompt (Thinking
+            checkpoints), so every ``Generation`` is marked as starting inside the reasoning.
 
     Args:
         prefix_cache: reuse computed prompt prefixes across requests (see the module docstring).
@@ -114,6 +114,8 @@ class TransformersQwenVLM:
         self.processor = processor
         self.device = device
         self.image_size = dict(image_size)
+        self.image_limits = ImageLimits.of_processor(processor.image_processor, self.image_size)
+        self.starts_in_reasoning = _template_opens_reasoning(processor)
         self.max_new_tokens = max_new_tokens
         self._lock = threading.Lock()
         eos = model.generation_config.eos_token_id
@@ -280,10 +282,24 @@ class TransformersQwenVLM:
         Callers wait for each other (one request at a time); a caller whose ``stop`` is set before
         its turn gets ``Generation("", "cancelled", None, 0)`` without any model work.
 
+        Every image is first fitted to the processor's limits (``image_fit``); with a template that
+        opens ``<think>``, the ``Generation`` has ``starts_in_reasoning=True``.
+
         Raises:
             BackendError: preprocessing or generation failed (out of memory, device error...).
             InputError: ``max_new_tokens`` below 1 (a ``ValueError``).
         """
+        fitted = fit_messages(messages, self.image_limits)
+        for item in self._stream(fitted, max_new_tokens=max_new_tokens, stop=stop):
+            yield self._marked(item) if isinstance(item, Generation) else item
+
+    def _stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[StreamItem]:
         limit = self._limit(max_new_tokens)
         stop = stop if stop is not None else threading.Event()
         # One lock around preprocessing and generation: the model and its tokenizer are shared.
@@ -318,10 +334,26 @@ class TransformersQwenVLM:
         ``stop`` is set, unfinished rows end with ``finish_reason="cancelled"`` (all rows, with empty
         text, when set before the model started).
 
+        Images are fitted and generations marked as in ``stream``.
+
         Raises:
             BackendError: preprocessing or generation failed.
             InputError: ``max_new_tokens`` below 1.
         """
+        fitted = [fit_messages(messages, self.image_limits) for messages in conversations]
+        results = self._generate_batch(fitted, max_new_tokens=max_new_tokens, stop=stop)
+        return [self._marked(result) for result in results]
+
+    def _marked(self, generation: Generation) -> Generation:
+        return replace(generation, starts_in_reasoning=True) if self.starts_in_reasoning else generation
+
+    def _generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> list[Generation]:
         limit = self._limit(max_new_tokens)
         stop = stop if stop is not None else threading.Event()
         if not conversations:
@@ -616,6 +648,18 @@ class _EitherEvent:
 
 
 _SYSTEM_MEMO_SIZE = 8  # distinct system prompts whose token ids are remembered
+
+
+def _template_opens_reasoning(processor: Any) -> bool:
+    """True when the chat template's generation prompt ends inside an opened ``<think>`` (Thinking checkpoints)."""
+    try:
+        prompt = processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": "text", "text": "x"}]}], add_generation_prompt=True, tokenize=False
+        )
+    except (ValueError, TypeError, AttributeError) as exc:  # no chat template: nothing is opened for the model
+        logger.debug("could not render the chat template: %s", exc)
+        return False
+    return prompt.rfind(THINK_OPEN) > prompt.rfind(THINK_CLOSE)
 
 
 def default_image_size(current: Any, min_pixels: int | None, max_pixels: int | None) -> dict[str, int]:
