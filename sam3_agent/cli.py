@@ -31,6 +31,7 @@ from .presets import BackendSettings, build_backends
 from .render import render_numbered_overlay
 from .trace_io import save_trace
 from .vlm.image_fit import ImageLimits, check_photo
+from .vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
 from .types import (
     Event,
     MaskVerdictReady,
@@ -59,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder (default Qwen/Qwen3-VL-8B-Instruct)")
     run.add_argument("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     run.add_argument("--vlm-server-model", help="model name on that server")
+    for name, what in (("connect-timeout", "to connect to the server"),
+                       ("read-timeout", "of silence allowed while the server answers"),
+                       ("deadline", "for one whole server call, retries included")):
+        key = name.split("-")[0]
+        run.add_argument(f"--vlm-server-{name}", type=float, metavar="S",
+                         help=f"seconds {what} (default ${TIMEOUT_ENVIRONMENT[key]} or {getattr(ServerTimeouts(), key):g})")
     run.add_argument("--script", help="JSON file of VLM responses to replay instead of a model")
     run.add_argument("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
     run.add_argument("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
@@ -189,6 +196,9 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         max_new_tokens=args.max_new_tokens,
         tiny_vlm_kind=args.tiny_vlm,
         prefix_cache=args.prefix_cache,
+        vlm_server_connect_timeout=args.vlm_server_connect_timeout,
+        vlm_server_read_timeout=args.vlm_server_read_timeout,
+        vlm_server_deadline=args.vlm_server_deadline,
     )
     out = Path(args.out)
     try:

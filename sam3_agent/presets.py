@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,8 +61,11 @@ class BackendSettings:
         script: JSON file of scripted VLM responses (see ``vlm.scripted.load_script``).
         sam3_model: Hugging Face id or local folder of SAM 3 (``real`` preset).
         device: ``"cuda"``, ``"cpu"`` or ``None`` (CUDA when available).
-        min_pixels / max_pixels: bounds on the pixels of each image given to the local VLM.
+        min_pixels / max_pixels: bounds on the pixels of each image given to the VLM (local or server).
         max_new_tokens: token budget of each VLM call (``None``: backend default).
+        vlm_server_connect_timeout / vlm_server_read_timeout / vlm_server_deadline: seconds to connect to the
+            server, of silence allowed while it answers, and for a whole call (``None``: the environment
+            variables of ``openai_server.TIMEOUT_ENVIRONMENT``, else ``ServerTimeouts``' defaults).
         tiny_vlm_kind: which tiny VLM architecture the ``tiny`` preset uses.
         prefix_cache: reuse prompt-prefix KV caches in the local VLM (same greedy output; off saves its memory).
     """
@@ -80,6 +83,9 @@ class BackendSettings:
     max_new_tokens: int | None = None
     tiny_vlm_kind: TinyVlmKind = "qwen3_vl"
     prefix_cache: bool = True
+    vlm_server_connect_timeout: float | None = None
+    vlm_server_read_timeout: float | None = None
+    vlm_server_deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -159,17 +165,26 @@ def build_backends(settings: BackendSettings) -> Backends:
         verifier: VLM = ScriptedVLM(script["verify"], name=f"scripted-verify:{Path(settings.script).name}")
         record["vlm_model"] = f"script {Path(settings.script).name}"
     elif settings.vlm_server:
-        from .vlm.openai_server import OpenAIServerVLM
+        from .vlm.openai_server import OpenAIServerVLM, ServerTimeouts
 
+        timeouts = ServerTimeouts.resolve(
+            settings.vlm_server_connect_timeout, settings.vlm_server_read_timeout, settings.vlm_server_deadline
+        )
         vlm = OpenAIServerVLM(
             settings.vlm_server,
             settings.vlm_server_model or "",
             api_key=settings.api_key or os.environ.get("OPENAI_API_KEY"),
+            timeouts=timeouts,
             max_new_tokens=max_new_tokens,
+            min_pixels=settings.min_pixels,
+            max_pixels=settings.max_pixels,
         )
         verifier = vlm
         record["vlm_model"] = settings.vlm_server_model
         record["vlm_server"] = settings.vlm_server
+        record["vlm_server_timeouts"] = asdict(timeouts)
+        record["min_pixels"] = vlm.image_limits.min_pixels
+        record["max_pixels"] = vlm.image_limits.max_pixels
     else:
         vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, settings.max_pixels, max_new_tokens,
                          settings.prefix_cache)

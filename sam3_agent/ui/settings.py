@@ -16,6 +16,7 @@ from ..agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
 from ..errors import InputError
 from ..presets import BackendSettings
 from ..segmenter import DEFAULT_SCORE_THRESHOLD
+from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -38,6 +39,9 @@ ENVIRONMENT: dict[str, str] = {
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
     "prefix_cache": "SAM3_AGENT_PREFIX_CACHE",
+    "vlm_server_connect_timeout": TIMEOUT_ENVIRONMENT["connect"],
+    "vlm_server_read_timeout": TIMEOUT_ENVIRONMENT["read"],
+    "vlm_server_deadline": TIMEOUT_ENVIRONMENT["deadline"],
     "concurrency": "SAM3_AGENT_CONCURRENCY",
     "host": "GRADIO_SERVER_NAME",
     "port": "GRADIO_SERVER_PORT",
@@ -88,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add("--max-new-tokens", type=int, help="token budget of each VLM call")
+    timeouts = ServerTimeouts()
+    add("--vlm-server-connect-timeout", type=float, metavar="S",
+        help=f"seconds to connect to the VLM server (default {timeouts.connect:g})")
+    add("--vlm-server-read-timeout", type=float, metavar="S",
+        help=f"seconds of silence allowed while the VLM server answers (default {timeouts.read:g})")
+    add("--vlm-server-deadline", type=float, metavar="S",
+        help=f"seconds for one whole VLM server call, retries included (default {timeouts.deadline:g})")
     add("--prefix-cache", choices=["on", "off"],
         help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, slower, less memory)")
     add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
@@ -131,6 +142,7 @@ def parse_settings(
     converters: dict[str, Callable[[str], object]] = {
         "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
         "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float,
+        "vlm_server_connect_timeout": float, "vlm_server_read_timeout": float, "vlm_server_deadline": float,
     }
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     values: dict[str, object] = {}
@@ -159,6 +171,9 @@ def parse_settings(
         max_new_tokens=values["max_new_tokens"],  # type: ignore[arg-type]
         tiny_vlm_kind=pick("tiny_vlm", "qwen3_vl"),  # type: ignore[arg-type]
         prefix_cache=pick("prefix_cache", "on") == "on",
+        vlm_server_connect_timeout=values["vlm_server_connect_timeout"],  # type: ignore[arg-type]
+        vlm_server_read_timeout=values["vlm_server_read_timeout"],  # type: ignore[arg-type]
+        vlm_server_deadline=values["vlm_server_deadline"],  # type: ignore[arg-type]
     )
     settings = AppSettings(
         backend=backend,
