@@ -3,15 +3,12 @@ inside their reasoning, a verification call that fails, masks that no longer exi
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
-import pytest
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
 from sam3_agent.agent import Agent, AgentConfig
 from sam3_agent.errors import BackendError
-from sam3_agent.types import Generation, Message
+from sam3_agent.types import Generation
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 H = W = 512
@@ -129,6 +126,19 @@ def test_failed_verification_of_one_mask_is_an_error_verdict_and_the_run_goes_on
     assert reply.text.endswith(agent.prompts.format("examine_unchecked", numbers="1"))
     # person masks sorted by score: (200,50,300,250) .9, (10,10,110,210) .7, (350,300,450,500) .6: only mask 2 is left
     assert np.array_equal(trace.final_masks.masks, rect_mask(H, W, 10, 10, 110, 210)[None])
+
+
+def test_error_verdict_survives_a_trace_save_and_load(segmenter, astronaut):
+    from sam3_agent.trace_io import load_trace_zip, trace_to_zip_bytes
+
+    agent, _, _ = make_agent(segmenter, [tool("segment_phrase", text_prompt="child"), tool("examine_each_mask"),
+                                         tool("report_no_mask")], failing_on_mask(1))
+    trace = run_all(agent, astronaut)
+    loaded = load_trace_zip(trace_to_zip_bytes(trace))
+    assert loaded == trace
+    [error, checked] = loaded.rounds[1].result.verdicts
+    assert (error.source, error.error, checked.source, checked.error) == (
+        "error", "the VLM server answered HTTP 500: image too small", "model", None)
 
 
 class BatchFailingVerifier(ScriptedVLM):

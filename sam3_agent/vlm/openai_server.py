@@ -188,10 +188,9 @@ class OpenAIServerVLM:
     def to_openai_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         """Messages in the chat-completions format (see ``base.chat_messages``), images as
         ``{"type": "image_url", "image_url": {"url": "data:image/...;base64,..."}}`` items, fitted and encoded."""
-        parts = {id(part.image): part for message in messages for part in message.images}
-        return chat_messages(
-            messages, lambda image: {"type": "image_url", "image_url": {"url": self._data_url(parts[id(image)])}}
-        )
+        urls = iter([self._data_url(part) for message in messages for part in message.images])
+        # chat_messages asks for the images in the same order (messages, then parts)
+        return chat_messages(messages, lambda image: {"type": "image_url", "image_url": {"url": next(urls)}})
 
     def request_body(self, messages: Sequence[Message], max_new_tokens: int | None = None) -> dict[str, Any]:
         """The JSON body sent for ``messages``."""

@@ -31,7 +31,7 @@ import queue
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 import requests
@@ -230,7 +230,8 @@ class CompletionReader:
             except json.JSONDecodeError:
                 raise BackendError(f"{request.where} sent a body that is neither an event stream nor JSON: "
                                    f"{text[:200]!r}") from None
-            self._put_limited(_completion_delta(completion, request.where))
+            delta = _completion_delta(completion, request.where)
+            self._put_limited(delta if delta.finish_reason else replace(delta, finish_reason="stop"))  # it is whole
             return
         self._read_events(itertools.chain([first], lines, [""]))  # the blank line ends a last unterminated event
 
