@@ -141,12 +141,14 @@ def fit_image(image: Image.Image, limits: ImageLimits, *, resize: bool = False) 
     """
     if not resize:
         return _pad(image, limits)
-    # The aspect ratio first, so a long strip is scaled as a whole; the sides after scaling.
-    fitted = _pad(image, limits, min_side=1)
-    size = bounded_size(*fitted.size, limits)
-    if size != fitted.size:
-        fitted = fitted.convert("RGB").resize(size, Image.Resampling.BICUBIC)
-    return _pad(fitted, limits)
+    # Scale as if the aspect-ratio padding were already there (so a long strip is budgeted as a whole), but
+    # scale the photo alone and pad afterwards: a huge padded canvas is never built.
+    width, height = image.size
+    padded = padded_size(width, height, limits, min_side=1)
+    target = bounded_size(*padded, limits)
+    size = (max(1, round(width * target[0] / padded[0])), max(1, round(height * target[1] / padded[1])))
+    scaled = image if size == image.size else image.convert("RGB").resize(size, Image.Resampling.BICUBIC)
+    return _pad(scaled, limits)
 
 
 def fit_messages(messages: Sequence[Message], limits: ImageLimits, *, resize: bool = False) -> list[Message]:
