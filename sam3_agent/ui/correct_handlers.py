@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import BackendError, InputError, TraceFormatError
 from ..export import coco_document, coco_file_name, write_bundle, write_coco, write_mask_pngs
+from ..shared import SharedObject
 from ..trace_io import MAX_ZIP_BYTES, trace_to_zip_bytes
 from ..types import Trace
 from . import correct
@@ -121,7 +122,7 @@ def screen(session: CorrectSession, loaded: bool = False, switch_tab: bool = Fal
     )
 
 
-class CorrectHandlers:
+class CorrectHandlers(SharedObject):
     """The Correct view's handlers around SAM 3's shared point-prompt model.
 
     Args:

@@ -28,6 +28,7 @@ from ..agent import AgentRun
 from ..errors import BackendError, InputError, TraceFormatError
 from ..images import load_image
 from ..render import render_numbered_overlay
+from ..shared import SharedObject
 from ..trace_io import MAX_ZIP_BYTES
 from ..types import RunFinished, TokenStreamed, Trace
 from .correct import trace_from_upload
@@ -143,7 +144,7 @@ def round_slider(count: int) -> dict[str, Any]:
     return gr.update(minimum=1, maximum=2, value=1, step=1, interactive=False)
 
 
-class Handlers:
+class Handlers(SharedObject):
     """The app's handlers around shared backends.
 
     Args:

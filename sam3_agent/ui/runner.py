@@ -16,6 +16,7 @@ from ..errors import BackendError, InputError
 from ..masks import to_coco_results
 from ..presets import Backends, build_backends, build_point_segmenter, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
+from ..shared import SharedObject
 from ..trace_io import trace_to_zip_bytes
 from ..tracker import PointSegmenter
 from ..types import Trace
@@ -39,7 +40,7 @@ class ModelInfo:
     max_pixels: str
 
 
-class AgentFactory:
+class AgentFactory(SharedObject):
     """Backends shared by every session, and a new ``Agent`` for each run.
 
     With a script, each run gets new ``ScriptedVLM`` objects built from the script loaded once, so
