@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from .errors import InputError
 from .hub import check_model_source
 from .segmenter import DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter
 from .vlm.base import VLM
+from .zerogpu import on_zero_gpu
 
 Preset = Literal["real", "tiny"]
 TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl"]
@@ -110,14 +112,27 @@ def _segmenter(model: str, device: str | None) -> Segmenter:
     return Sam3Segmenter.from_pretrained(model, device=device)
 
 
-def _prefill_system_prompts(vlm: VLM) -> None:
-    """Compute the KV caches of both system prompts now, once per model, so no run pays for them."""
-    prefill = getattr(vlm, "prefill_system_prompts", None)
-    if prefill is not None:
-        from .prompts import load_prompts
+_system_prompts_cached: weakref.WeakSet = weakref.WeakSet()  # VLMs whose system prompts this process has computed
 
-        prompts = load_prompts()
-        prefill([prompts.main_system, prompts.verify_system])
+
+def cache_system_prompts(vlm: VLM) -> None:
+    """Compute the KV caches of both system prompts, once per model and process, so no run pays for them.
+
+    ``build_backends`` calls it at load, except on a ZeroGPU Space (no CUDA work outside a GPU call); there the
+    app's first request calls it inside its GPU call. A ZeroGPU worker is a fork of the main process: what the main
+    process never computed, each worker computes once. Does nothing for VLMs without ``prefill_system_prompts``.
+
+    Raises:
+        BackendError: the model failed (e.g. out of memory).
+    """
+    prefill = getattr(vlm, "prefill_system_prompts", None)
+    if prefill is None or vlm in _system_prompts_cached:
+        return
+    from .prompts import load_prompts
+
+    prompts = load_prompts()
+    prefill([prompts.main_system, prompts.verify_system])
+    _system_prompts_cached.add(vlm)
 
 
 def build_backends(settings: BackendSettings) -> Backends:
@@ -174,7 +189,8 @@ def build_backends(settings: BackendSettings) -> Backends:
         vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, settings.max_pixels, max_new_tokens,
                          settings.prefix_cache)
         verifier = vlm
-        _prefill_system_prompts(vlm)
+        if not on_zero_gpu():
+            cache_system_prompts(vlm)
         record["vlm_model"] = vlm_id
         record["min_pixels"] = settings.min_pixels
         record["max_pixels"] = settings.max_pixels

@@ -14,7 +14,7 @@ from typing import Any
 from ..agent import Agent, AgentConfig
 from ..errors import BackendError, InputError
 from ..masks import to_coco_results
-from ..presets import Backends, build_backends, build_point_segmenter, share_sam3_backbone
+from ..presets import Backends, build_backends, build_point_segmenter, cache_system_prompts, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
 from ..shared import SharedObject
 from ..trace_io import trace_to_zip_bytes
@@ -136,6 +136,7 @@ class AgentFactory(SharedObject):
         backends = self.backends
         if backends is None:
             raise BackendError(self.load_error or "the models are not loaded")
+        cache_system_prompts(backends.vlm)  # done at load, except on ZeroGPU: then in this worker's first GPU call
         vlm, verifier = self._vlms(backends)
         config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold))
         return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
