@@ -299,4 +299,4 @@ def build_point_segmenter(preset: Preset = "real", model: str | None = None, dev
     if preset not in ("real", "tiny"):
         raise InputError(f"unknown preset {preset!r}: use 'real' or 'tiny'")
     model_id = str(tiny_tracker_path()) if preset == "tiny" else (model or DEFAULT_SAM3_MODEL)
-    return _point_segmenter(model_id, device, dtype)
+    return _point_segmenter(model_id, device, dtype or "float32")  # one cache entry for None and "float32"
