@@ -18,9 +18,15 @@ from collections.abc import Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from sam3_agent.errors import InputError
-from sam3_agent.ui.layout import create_demo, launch
-from sam3_agent.ui.settings import parse_settings
+from sam3_agent.zerogpu import import_spaces  # imports neither torch nor Gradio
+
+# On a ZeroGPU Space `spaces` must come before anything that imports torch or touches CUDA; elsewhere it is absent
+# or does nothing. See sam3_agent.zerogpu.
+import_spaces()
+
+from sam3_agent.errors import InputError  # noqa: E402
+from sam3_agent.ui.layout import create_demo, launch  # noqa: E402
+from sam3_agent.ui.settings import parse_settings  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -206,6 +206,7 @@ class AgentRun:
     def _loop(self) -> Iterator[Event]:
         trace = self.trace
         config = self.agent.config
+        failure: str | None = None
         try:
             for round_index in range(1, config.max_rounds + 1):
                 ended = yield from self._round(round_index)
@@ -222,10 +223,14 @@ class AgentRun:
             raise
         except BackendError as fault:
             logger.info("run failed: %s", fault)  # the trace and the caller report it
-            yield self._finish("failed", str(fault))
+            failure = str(fault)
         except Exception as fault:  # an unexpected bug must still leave a trace
             logger.exception("run failed unexpectedly")
-            yield self._finish("failed", f"internal error: {type(fault).__name__}: {fault}")
+            failure = f"internal error: {type(fault).__name__}: {fault}"
+        if failure is not None:
+            # Yielded outside the except block: suspended there, the generator would keep the exception, its traceback
+            # and every tensor of the failed request alive (after an out-of-memory error, the memory needed next).
+            yield self._finish("failed", failure)
 
     def _round(self, round_index: int) -> Iterator[Event]:
         """One round; returns True (via StopIteration) when the run ended."""

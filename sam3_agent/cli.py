@@ -14,6 +14,7 @@ exhausted; 130 stopped (Ctrl-C). Failures print one line on stderr.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
@@ -43,6 +44,7 @@ from .types import (
     ToolStarted,
     Trace,
 )
+from .verify import DEFAULT_VERIFY_BATCH_SIZE
 
 EXIT_OK, EXIT_INPUT, EXIT_BACKEND, EXIT_BUDGET, EXIT_STOPPED = 0, 2, 3, 4, 130
 EXCERPT_CHARS = 160
@@ -68,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"seconds {what} (default ${TIMEOUT_ENVIRONMENT[key]} or {getattr(ServerTimeouts(), key):g})")
     run.add_argument("--script", help="JSON file of VLM responses to replay instead of a model")
     run.add_argument("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
+    run.add_argument("--sam3-dtype", choices=["float32", "bfloat16"],
+                     help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
     run.add_argument("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
                      help="architecture of the tiny VLM (with --preset tiny)")
     run.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
@@ -79,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
     run.add_argument("--max-image-pixels", type=int, default=MAX_PIXELS,
                      help=f"refuse input images with more pixels than this (default {MAX_PIXELS:,})")
-    run.add_argument("--verify-batch-size", type=int, default=8,
-                     help="masks verified per batched VLM call (1: one by one; same verdicts either way)")
+    run.add_argument("--verify-batch-size", type=int,
+                     help="masks verified per batched VLM call (1: one by one; same verdicts either way; default 8, "
+                          "fewer on a small GPU)")
     run.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
                      help="recompute every prompt in full (same output, slower; saves the KV caches' memory)")
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -199,6 +204,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         vlm_server_connect_timeout=args.vlm_server_connect_timeout,
         vlm_server_read_timeout=args.vlm_server_read_timeout,
         vlm_server_deadline=args.vlm_server_deadline,
+        sam3_dtype=args.sam3_dtype,
     )
     out = Path(args.out)
     try:
@@ -206,7 +212,8 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         check_photo(image, ImageLimits.with_bounds(args.min_pixels, args.max_pixels))  # before any model loads
         prepare_out_dir(out)
         config = AgentConfig(
-            max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=args.verify_batch_size
+            max_rounds=args.max_rounds, score_threshold=args.score_threshold,
+            verify_batch_size=args.verify_batch_size or DEFAULT_VERIFY_BATCH_SIZE,
         )
         if not args.query.strip():
             raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
@@ -218,6 +225,8 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         stdout.flush()
         loaded = time.perf_counter()
         backends = build_backends(settings)
+        if args.verify_batch_size is None:  # the GPU memory plan's (smaller on a small GPU)
+            config = dataclasses.replace(config, verify_batch_size=backends.settings["verify_batch_size"])
         stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
     except InputError as error:
         stderr.write(f"error: {error}\n")

@@ -115,6 +115,11 @@ def handlers_with(tmp_path: Path, segmenter=None, error: str = "the point model 
     return CorrectHandlers(provider, warn=lambda message: None, root=tmp_path / "app")
 
 
+def opened(handlers: CorrectHandlers, session) -> str:
+    """``session`` opened in ``handlers`` as loading a trace opens it; returns its key (what the page's state holds)."""
+    return handlers.sessions.put(session)
+
+
 def painted(view_size: tuple[int, int], x0: int, y0: int, x1: int, y1: int) -> dict:
     """An ImageEditor value (numpy, RGBA) with one layer painted on [y0, y1) x [x0, x1) of a view of that size."""
     width, height = view_size
@@ -302,13 +307,15 @@ def test_a_big_photo_is_edited_on_a_scaled_view_and_exports_full_size_masks(big_
     assert big_session.view.size == (1024, 768) and corrected_overlay(big_session).size == (1024, 768)
     handlers = handlers_with(tmp_path, FakePointSegmenter())
     # view rows [64, 128) x cols [128, 256) cover full rows [250, 500) x cols [500, 1000) (scale 0.256)
-    out = handlers.paint(big_session, painted((1024, 768), 128, 64, 256, 128))
-    edited = out.session
+    key = opened(handlers, big_session)
+    out = handlers.paint(key, painted((1024, 768), 128, 64, 256, 128))
+    assert out.session == key
+    edited = handlers.session(key)
     assert edited.state.items[1].mask.shape == (3000, 4000)
     assert np.array_equal(edited.state.items[1].mask, rect_mask(3000, 4000, 500, 250, 1000, 500))
-    clicked = handlers.click(edited, CLICK_POSITIVE, select_event(512, 384)).session  # refines the new mask 2
-    assert clicked.state.applied[-1].points == ((2000.0, 1500.0),)
-    _, path = handlers.export_coco(clicked)
+    handlers.click(key, CLICK_POSITIVE, select_event(512, 384))  # refines the new mask 2
+    assert handlers.session(key).state.applied[-1].points == ((2000.0, 1500.0),)
+    _, path = handlers.export_coco(key)
     coco = COCO(path)
     assert coco.imgs[1]["width"] == 4000 and coco.imgs[1]["height"] == 3000
     masks = [coco.annToMask(a) for a in coco.loadAnns(coco.getAnnIds())]
@@ -321,23 +328,27 @@ def test_a_big_photo_is_edited_on_a_scaled_view_and_exports_full_size_masks(big_
 
 
 def test_a_refused_edit_changes_only_the_status_line(session, tmp_path):
-    out = handlers_with(tmp_path).erase(session, painted((512, 512), 0, 0, 5, 5))
+    handlers = handlers_with(tmp_path)
+    key = opened(handlers, session)
+    out = handlers.erase(key, painted((512, 512), 0, 0, 5, 5))
     assert out.session == {"__type__": "update"} and out.corrected_image == {"__type__": "update"}
     assert 'class="status status-error"' in out.status and "Select a mask to erase from" in out.status
-    assert "Nothing was changed." in out.status
+    assert "Nothing was changed." in out.status and handlers.session(key) is session
 
 
 def test_a_click_needing_the_point_model_says_why_it_is_missing(session, tmp_path):
-    out = handlers_with(tmp_path, None, "SAM 3's point-prompt model 'x' could not be loaded").click(
-        session, CLICK_POSITIVE, select_event(60, 300))
+    handlers = handlers_with(tmp_path, None, "SAM 3's point-prompt model 'x' could not be loaded")
+    out = handlers.click(opened(handlers, session), CLICK_POSITIVE, select_event(60, 300))
     assert "could not be loaded" in out.status and out.session == {"__type__": "update"}
-    out = handlers_with(tmp_path).click(session, CLICK_TOGGLE, None)
+    out = handlers.click(opened(handlers, session), CLICK_TOGGLE, None)
     assert "gave no position" in out.status
 
 
 def test_an_edit_updates_every_part_of_the_view(session, tmp_path):
-    out = handlers_with(tmp_path).set_shown(session, [0])
-    assert out.shown == {"__type__": "update", "choices": shown_choices(out.session)[0], "value": [0]}
+    handlers = handlers_with(tmp_path)
+    out = handlers.set_shown(opened(handlers, session), [0])
+    assert out.shown == {"__type__": "update", "choices": shown_choices(handlers.session(out.session))[0],
+                         "value": [0]}
     assert out.undo == {"__type__": "update", "interactive": True}
     assert out.redo == {"__type__": "update", "interactive": False}
     assert 'class="mask-off"' in out.table and out.editor["layers"] == []
@@ -347,10 +358,11 @@ def test_an_edit_updates_every_part_of_the_view(session, tmp_path):
 
 def test_exported_coco_from_the_handler_decodes_to_the_edited_masks(session, tmp_path):
     handlers = handlers_with(tmp_path)
-    state = handlers.set_shown(session, [0]).session                     # hide mask 2
-    state = handlers.bring_in(state, 1, 2).session                       # the rejected mask
-    state = handlers.paint(state, painted((512, 512), 0, 480, 60, 512)).session  # paint on it (selected)
-    status, path = handlers.export_coco(state)
+    key = opened(handlers, session)
+    handlers.set_shown(key, [0])                                   # hide mask 2
+    handlers.bring_in(key, 1, 2)                                   # the rejected mask
+    handlers.paint(key, painted((512, 512), 0, 480, 60, 512))      # paint on it (selected)
+    status, path = handlers.export_coco(key)
     assert "Exported COCO JSON (2 masks): corrected_masks.json." in status
     coco = COCO(path)
     anns = coco.loadAnns(coco.getAnnIds())
@@ -364,8 +376,8 @@ def test_exported_coco_from_the_handler_decodes_to_the_edited_masks(session, tmp
 
 
 def test_png_export_holds_one_full_size_binary_png_per_mask(session, tmp_path):
-    edited = correct.bring_in(session, 1, 2)
-    _, path = handlers_with(tmp_path).export_pngs(edited)
+    handlers = handlers_with(tmp_path)
+    _, path = handlers.export_pngs(opened(handlers, correct.bring_in(session, 1, 2)))
     with zipfile.ZipFile(path) as archive:
         assert archive.namelist() == ["mask_001.png", "mask_002.png", "mask_003.png"]
         third = np.asarray(Image.open(io.BytesIO(archive.read("mask_003.png"))))
@@ -376,17 +388,17 @@ def test_png_export_holds_one_full_size_binary_png_per_mask(session, tmp_path):
 def test_an_exported_bundle_reloads_with_both_answers_and_editing_goes_on(session, tmp_path):
     handlers = handlers_with(tmp_path)
     edited = correct.set_shown(correct.bring_in(session, 1, 2), [0, 2])
-    _, path = handlers.export_bundle(edited)
+    _, path = handlers.export_bundle(opened(handlers, edited))
     out = handlers.upload(path)
-    reloaded = out.session
+    reloaded = handlers.session(out.session)
     assert [type(op) for op in reloaded.state.applied] == [BringInMask, type(edited.state.applied[1])]
     assert mask_rows(reloaded) == [MaskRow(r.number, r.label, r.origin, r.on, r.edited, r.area, r.score, False)
                                    for r in mask_rows(edited)]
     assert out.agent_image.size == (512, 512) and out.round_pick["value"] == 1
     assert out.number_pick == {"__type__": "update", "choices": [1, 2, 3], "value": 1}
     assert [row.on for row in mask_rows(correct.undo(reloaded))] == [True, True, True]
-    _, trace_zip = handlers.export_trace(edited)
-    assert len(handlers.upload(trace_zip).session.state.applied) == 2
+    _, trace_zip = handlers.export_trace(edited.key)
+    assert len(handlers.session(handlers.upload(trace_zip).session).state.applied) == 2
 
 
 def test_a_malformed_bundle_or_file_is_refused_with_a_message(session, tmp_path):
@@ -411,12 +423,14 @@ def test_a_malformed_bundle_or_file_is_refused_with_a_message(session, tmp_path)
     assert "not a .zip trace" in handlers.upload(str(junk)).status and len(warnings) == 2
 
 
-def test_forget_removes_the_session_exports(session, tmp_path):
+def test_forget_drops_the_session_and_its_exports(session, tmp_path):
     handlers = handlers_with(tmp_path)
-    _, path = handlers.export_coco(session)
+    key = opened(handlers, session)
+    _, path = handlers.export_coco(key)
     assert Path(path).is_file()
-    handlers.forget(session)
-    assert not Path(path).exists()
+    handlers.forget(key)
+    assert not Path(path).exists() and handlers.sessions.info() == (0, 0)
+    assert "no longer open" in handlers.select(key, 0).status
 
 
 # ------------------------------------------------------------------ with the app's other tabs
@@ -443,10 +457,10 @@ def test_correct_these_masks_loads_the_finished_run_and_brings_the_tab_forward(a
     list(app_handlers.run(str(ASSETS / "astronaut.jpg"), QUERY, 5, 0.5, slot))
     out = app_handlers.correct.from_run(slot)
     assert isinstance(out.tabs, gr.Tabs) and out.tabs.selected == "correct"
-    assert [row.area for row in mask_rows(out.session)] == [100 * 200, 100 * 100]
+    assert [row.area for row in mask_rows(app_handlers.correct.session(out.session))] == [100 * 200, 100 * 100]
     assert out.round_pick["choices"][0] == ("round 1: 3 masks for 'person'", 1)
-    clicked = app_handlers.correct.click(out.session, CLICK_POSITIVE, select_event(60, 300))  # the shared model
-    assert clicked.session.state.items[2].origin == "clicks"
+    app_handlers.correct.click(out.session, CLICK_POSITIVE, select_event(60, 300))  # the shared model
+    assert app_handlers.correct.session(out.session).state.items[2].origin == "clicks"
 
 
 def test_the_inspect_tab_reads_a_bundle_says_it_holds_edits_and_hands_it_to_the_correct_view(session, tmp_path,
@@ -456,7 +470,8 @@ def test_the_inspect_tab_reads_a_bundle_says_it_holds_edits_and_hands_it_to_the_
     inspected, message, *_ = app_handlers.load_trace(str(path))
     assert "1 hand correction saved with it" in message
     out = app_handlers.correct.from_inspected(inspected)
-    assert out.tabs.selected == "correct" and [row.on for row in mask_rows(out.session)] == [True, False]
+    opened_session = app_handlers.correct.session(out.session)
+    assert out.tabs.selected == "correct" and [row.on for row in mask_rows(opened_session)] == [True, False]
     assert load_bundle(path.read_bytes()).state.cursor == 1 and len(inspected.trace.edits) == 1
 
 
@@ -470,6 +485,8 @@ def test_a_point_model_that_cannot_load_leaves_the_app_serving_and_point_clicks_
     assert factory.point_segmenter is None
     assert f"Could not load SAM 3's point-prompt model from the folder '{missing}'" in factory.point_error
     handlers = Handlers(factory, warn=lambda message: None, root=tmp_path / "app")
-    out = handlers.correct.click(session, CLICK_POSITIVE, select_event(60, 300))
+    key = opened(handlers.correct, session)
+    out = handlers.correct.click(key, CLICK_POSITIVE, select_event(60, 300))
     assert "Could not load SAM 3&#x27;s point-prompt model from the folder" in out.status
-    assert handlers.correct.click(session, CLICK_TOGGLE, select_event(370, 390)).session.state.cursor == 1
+    handlers.correct.click(key, CLICK_TOGGLE, select_event(370, 390))
+    assert handlers.correct.session(key).state.cursor == 1

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from conftest import ASSETS
 
-from sam3_agent.ui.layout import GPU_SECONDS, gpu, load_examples
+from sam3_agent.ui.layout import load_examples, run_gpu_seconds
+from sam3_agent.zerogpu import MAX_SECONDS_VARIABLE, gpu
 
 
 def test_examples_come_from_assets_examples_json_with_existing_photos():
@@ -31,10 +32,10 @@ def test_gpu_is_a_no_op_without_the_spaces_package(monkeypatch):
     def handler():
         return 1
 
-    assert gpu(handler) is handler
+    assert gpu(handler, 60) is handler
 
 
-def test_gpu_wraps_handlers_with_spaces_gpu_when_available(monkeypatch):
+def test_gpu_wraps_handlers_with_spaces_gpu_and_a_duration_that_fits_the_round_budget(monkeypatch):
     calls = []
 
     def fake_gpu(duration):
@@ -44,11 +45,16 @@ def test_gpu_wraps_handlers_with_spaces_gpu_when_available(monkeypatch):
         return wrap
 
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=fake_gpu))
+    monkeypatch.delenv(MAX_SECONDS_VARIABLE, raising=False)
 
     def run():
         return 1
 
-    assert gpu(run)() == 1 and calls == [("run", GPU_SECONDS)]
+    assert gpu(run, run_gpu_seconds)() == 1 and calls == [("run", run_gpu_seconds)]
+    # Handlers.run(image, query, max_rounds, score_threshold, slot): 30 s to start + 30 s per round, at most 300 s
+    assert [run_gpu_seconds("photo.jpg", "the cup", rounds, 0.5, None) for rounds in (1, 5, 9, 30)] == [60, 180, 300, 300]
+    monkeypatch.setenv(MAX_SECONDS_VARIABLE, "1200")
+    assert run_gpu_seconds("photo.jpg", "the cup", 30, 0.5, None) == 930
 
 
 def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):

@@ -7,7 +7,6 @@ trace" in the Inspect tab load a trace here and bring this tab to the front).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +38,11 @@ class CorrectView:
     outputs: list[Any]
 
 
-def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, gpu: Callable[[Callable[..., Any]], Any]) -> CorrectView:
-    """The tab's components and events (call inside ``tabs``); ``gpu`` wraps the point-click handler."""
+def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
+    """The tab's components and events (call inside ``tabs``)."""
     with gr.Tab("Correct", id=CORRECT_TAB_ID, elem_id="tab-correct"):
-        session = gr.State(None, delete_callback=handlers.forget)
+        # only the session's key: the session itself lives in handlers.sessions, bounded in time and memory
+        session = gr.State(None, time_to_live=handlers.sessions.ttl_s, delete_callback=handlers.forget)
         status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status")
         with gr.Row(equal_height=False):
             with gr.Column(scale=7, min_width=480):
@@ -102,7 +102,7 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, gpu: Callable[[C
     # shared queue runs them one at a time, in order; each takes milliseconds (a point click, one model call).
     serial = {"concurrency_id": "correct-edits", "concurrency_limit": 1}
     quiet = {"api_visibility": "private", "show_progress": "hidden", **serial}
-    corrected_image.select(gpu(handlers.click), inputs=[session, mode], outputs=outputs, **quiet)
+    corrected_image.select(handlers.click, inputs=[session, mode], outputs=outputs, **quiet)
     shown.input(handlers.set_shown, inputs=[session, shown], outputs=outputs, **quiet)
     selected.input(handlers.select, inputs=[session, selected], outputs=outputs, **quiet)
     set_label.click(handlers.relabel, inputs=[session, label], outputs=outputs, **quiet)
@@ -118,6 +118,8 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, gpu: Callable[[C
                            (bundle, handlers.export_bundle), (trace, handlers.export_trace)):
         button.click(export, inputs=[session], outputs=[status, download], **quiet)
     # the upload box is emptied afterwards (read or refused), ready for the next file
-    upload.upload(lambda path: (*handlers.upload(path), None), inputs=[upload], outputs=[*outputs, upload],
-                  api_visibility="private", **serial)
+    def upload_file(path: str | None, request: gr.Request) -> tuple[Any, ...]:
+        return (*handlers.upload(path, request), None)
+
+    upload.upload(upload_file, inputs=[upload], outputs=[*outputs, upload], api_visibility="private", **serial)
     return CorrectView(session, outputs)

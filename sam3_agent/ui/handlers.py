@@ -28,6 +28,7 @@ from ..agent import AgentRun
 from ..errors import BackendError, InputError, TraceFormatError
 from ..images import load_image
 from ..render import render_numbered_overlay
+from ..shared import SharedObject
 from ..trace_io import MAX_ZIP_BYTES
 from ..types import RunFinished, TokenStreamed, Trace
 from .correct import trace_from_upload
@@ -143,13 +144,14 @@ def round_slider(count: int) -> dict[str, Any]:
     return gr.update(minimum=1, maximum=2, value=1, step=1, interactive=False)
 
 
-class Handlers:
+class Handlers(SharedObject):
     """The app's handlers around shared backends.
 
     Args:
         factory: the loaded models.
         warn: shows a message to the user (``gr.Warning`` in the app).
         root: folder for per-session downloads (default: a new temporary folder).
+        gpu: wraps the point model's calls in the Correct view (``CorrectHandlers``; ``spaces.GPU`` on ZeroGPU).
     """
 
     def __init__(
@@ -157,13 +159,14 @@ class Handlers:
         factory: AgentFactory,
         warn: Callable[[str], None] | None = None,
         root: Path | None = None,
+        gpu: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     ) -> None:
         self.factory = factory
         self.warn = warn or (lambda message: gr.Warning(message))
         self.root = root or Path(tempfile.mkdtemp(prefix="sam3_agent_app_"))
         self._sessions: dict[str, RunSlot] = {}
         self._lock = threading.Lock()
-        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root)
+        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root, gpu=gpu)
 
     def close(self) -> None:
         """Remove every file this process wrote for downloads."""
@@ -288,8 +291,9 @@ class Handlers:
         return render_status(final_status_line(agent_run.trace)), [str(p) for p in files]
 
     def unload(self, request: gr.Request) -> None:
-        """A browser tab closed: stop its run so the model is free for others."""
+        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions."""
         session = getattr(request, "session_hash", None)
+        self.correct.drop_owner(session)
         with self._lock:
             slot = self._sessions.pop(session, None) if session else None
         if slot is not None and slot.run is not None and slot.active:

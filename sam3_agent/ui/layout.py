@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from ..zerogpu import POINT_GPU_SECONDS, gpu, run_duration
 from .correct_layout import CORRECT_CSS, build_correct_tab
 from .handlers import Handlers, RunSlot
 from .html import ImageUrls, render_context, render_status
@@ -28,7 +28,6 @@ logger = logging.getLogger(__name__)
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES_FILE = ASSETS / "examples.json"
 MAX_UPLOAD = "200mb"  # a trace .zip may hold up to trace_io.MAX_ZIP_BYTES
-GPU_SECONDS = 300  # spaces.GPU duration of one run (ZeroGPU Spaces)
 AGENT_QUEUE = "agent"  # runs and API calls share one queue: the models serve one request at a time
 
 CSS = """
@@ -80,13 +79,9 @@ def load_examples(path: Path = EXAMPLES_FILE) -> list[list[str]]:
         return []
 
 
-def gpu(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``spaces.GPU(function)`` on Hugging Face Spaces (when ``spaces`` imports), else ``function``."""
-    try:
-        import spaces  # type: ignore[import-not-found]
-    except ImportError:
-        return function
-    return spaces.GPU(duration=GPU_SECONDS)(function)
+def run_gpu_seconds(image: Any, query: Any, max_rounds: Any, *rest: Any, **options: Any) -> int:
+    """ZeroGPU duration of ``Handlers.run`` (called with its arguments): ``zerogpu.run_duration`` of its budget."""
+    return run_duration(max_rounds)
 
 
 def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
@@ -145,7 +140,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         queued = run_button.click(handlers.queued, outputs=[status], queue=False, show_progress="hidden",
                                   api_visibility="private")
         run_event = queued.then(
-            gpu(handlers.run), inputs=[image, query, max_rounds, threshold, slot], outputs=run_outputs,
+            gpu(handlers.run, run_gpu_seconds), inputs=[image, query, max_rounds, threshold, slot], outputs=run_outputs,
             concurrency_id=AGENT_QUEUE, concurrency_limit=settings.concurrency, show_progress="hidden",
             api_visibility="private",
         )
@@ -159,7 +154,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
 
         with tabs:
             inspected, correct_inspected = _inspect_tab(handlers)
-            correct = build_correct_tab(handlers.correct, tabs, gpu)
+            correct = build_correct_tab(handlers.correct, tabs)
         correct_run.click(handlers.correct.from_run, inputs=[slot], outputs=correct.outputs,
                           api_visibility="private", show_progress="hidden")
         correct_inspected.click(handlers.correct.from_inspected, inputs=[inspected], outputs=correct.outputs,
@@ -213,13 +208,15 @@ def _api(handlers: Handlers, settings: AppSettings) -> None:
         masks = gr.File(label="final_masks")
         trace = gr.File(label="trace")
         trigger = gr.Button("segment")
-    trigger.click(gpu(handlers.segment), inputs=[image, query], outputs=[masks, trace], api_name="segment",
+    seconds = run_duration(settings.max_rounds)
+    trigger.click(gpu(handlers.segment, seconds), inputs=[image, query], outputs=[masks, trace], api_name="segment",
                   concurrency_id=AGENT_QUEUE, concurrency_limit=settings.concurrency)
 
 
 def create_demo(settings: AppSettings) -> tuple[gr.Blocks, Handlers]:
     """Load the models (once) and build the page; returns the page and its handlers."""
-    handlers = Handlers(AgentFactory.load(settings))
+    # on ZeroGPU only the point model's call takes a GPU (the Correct session stays in this process)
+    handlers = Handlers(AgentFactory.load(settings), gpu=lambda function: gpu(function, POINT_GPU_SECONDS))
     return build_demo(handlers, settings), handlers
 
 

@@ -14,11 +14,13 @@ from typing import Any
 from ..agent import Agent, AgentConfig
 from ..errors import BackendError, InputError
 from ..masks import to_coco_results
-from ..presets import Backends, build_backends, build_point_segmenter, share_sam3_backbone
+from ..presets import Backends, build_backends, build_point_segmenter, cache_system_prompts, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
+from ..shared import SharedObject
 from ..trace_io import trace_to_zip_bytes
 from ..tracker import PointSegmenter
 from ..types import Trace
+from ..verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..vlm.base import VLM
 from ..vlm.scripted import Response, ScriptedVLM, load_script
 from .settings import AppSettings
@@ -39,7 +41,7 @@ class ModelInfo:
     max_pixels: str
 
 
-class AgentFactory:
+class AgentFactory(SharedObject):
     """Backends shared by every session, and a new ``Agent`` for each run.
 
     With a script, each run gets new ``ScriptedVLM`` objects built from the script loaded once, so
@@ -80,12 +82,14 @@ class AgentFactory:
             InputError: inconsistent settings or an unreadable script (fix the launch command).
         """
         script = load_script(settings.backend.script) if settings.backend.script else None
-        point_segmenter, point_error = load_point_segmenter(settings)
         try:
             backends = build_backends(settings.backend)
         except BackendError as error:
             logger.error("models could not be loaded: %s", error)
+            point_segmenter, point_error = load_point_segmenter(settings, settings.backend.sam3_dtype)
             return cls(settings, None, script, str(error), point_segmenter, point_error)
+        # SAM 3's dtype (the GPU memory plan may pick bfloat16) so that the two share their vision backbone
+        point_segmenter, point_error = load_point_segmenter(settings, backends.settings.get("sam3_dtype"))
         share_sam3_backbone(point_segmenter, backends.segmenter)
         return cls(settings, backends, script, None, point_segmenter, point_error)
 
@@ -135,21 +139,23 @@ class AgentFactory:
         backends = self.backends
         if backends is None:
             raise BackendError(self.load_error or "the models are not loaded")
+        cache_system_prompts(backends.vlm)  # done at load, except on ZeroGPU: then in this worker's first GPU call
         vlm, verifier = self._vlms(backends)
-        config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold))
+        batch = int(backends.settings.get("verify_batch_size") or DEFAULT_VERIFY_BATCH_SIZE)  # the GPU memory plan's
+        config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold), verify_batch_size=batch)
         return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
 
 
-def load_point_segmenter(settings: AppSettings) -> tuple[PointSegmenter | None, str | None]:
+def load_point_segmenter(settings: AppSettings, dtype: str | None = None) -> tuple[PointSegmenter | None, str | None]:
     """SAM 3's point-prompt model for the Correct view, loaded once and shared (``presets.build_point_segmenter``):
-    the tiny one for ``--preset tiny``, else the ``--sam3-model`` weights (default ``facebook/sam3``).
+    the tiny one for ``--preset tiny``, else the ``--sam3-model`` weights (default ``facebook/sam3``), in ``dtype``.
 
     Returns:
         (the model, None), or (None, why it could not be loaded): a missing model only disables point clicks.
     """
     backend = settings.backend
     try:
-        return build_point_segmenter(backend.preset, model=backend.sam3_model, device=backend.device), None
+        return build_point_segmenter(backend.preset, model=backend.sam3_model, device=backend.device, dtype=dtype), None
     except (BackendError, InputError) as error:
         logger.error("SAM 3's point-prompt model could not be loaded: %s", error)
         return None, str(error)

@@ -31,6 +31,7 @@ ENVIRONMENT: dict[str, str] = {
     "script": "SAM3_AGENT_SCRIPT",
     "script_piece_delay": "SAM3_AGENT_SCRIPT_PIECE_DELAY",
     "sam3_model": "SAM3_AGENT_SAM3_MODEL",
+    "sam3_dtype": "SAM3_AGENT_SAM3_DTYPE",
     "tiny_vlm": "SAM3_AGENT_TINY_VLM",
     "device": "SAM3_AGENT_DEVICE",
     "max_rounds": "SAM3_AGENT_MAX_ROUNDS",
@@ -85,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--script", help="JSON file of VLM responses replayed from the start on every run")
     add("--script-piece-delay", type=float, help="seconds between streamed pieces of a scripted reply (default 0)")
     add("--sam3-model", help="SAM 3 id or local folder")
+    add("--sam3-dtype", choices=["float32", "bfloat16"],
+        help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
     add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], help="tiny VLM architecture (with --preset tiny)")
     add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     add("--max-rounds", type=int, help=f"default round budget (default {DEFAULT_MAX_ROUNDS})")
@@ -174,6 +177,7 @@ def parse_settings(
         vlm_server_connect_timeout=values["vlm_server_connect_timeout"],  # type: ignore[arg-type]
         vlm_server_read_timeout=values["vlm_server_read_timeout"],  # type: ignore[arg-type]
         vlm_server_deadline=values["vlm_server_deadline"],  # type: ignore[arg-type]
+        sam3_dtype=values["sam3_dtype"],  # type: ignore[arg-type]
     )
     settings = AppSettings(
         backend=backend,

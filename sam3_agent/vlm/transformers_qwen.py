@@ -13,7 +13,6 @@ token-identical to ``transformers``' ``generate``, which ``prefix_cache=False`` 
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import queue
 import threading
@@ -48,6 +47,7 @@ from .qwen_load import (
     check_local_folder,
     generation_error_message,
     load_error_message,
+    load_qwen_model,
 )
 from .usage import UsageCounter, VLMUsage
 
@@ -172,7 +172,7 @@ class TransformersQwenVLM:
                 found or downloaded (gated, offline, no network), or the model does not fit.
             InputError: ``min_pixels`` > ``max_pixels``, or a bound below 1 (a ``ValueError``).
         """
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoProcessor
 
         for label, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
             if value is not None and value < 1:
@@ -192,15 +192,7 @@ class TransformersQwenVLM:
                 f"min_pixels ({image_size['shortest_edge']}) is larger than max_pixels "
                 f"({image_size['longest_edge']}) for {model_id}: lower min_pixels or raise max_pixels"
             )
-        try:
-            # With accelerate installed the weights load straight onto the device; else via CPU memory.
-            placement = {"device_map": device} if importlib.util.find_spec("accelerate") else {}
-            model = AutoModelForImageTextToText.from_pretrained(model_id, dtype=dtype, **placement)
-            if not placement:
-                model = model.to(device)
-        except (OSError, ValueError, RuntimeError, AssertionError) as exc:
-            raise BackendError(load_error_message(model_id, device, exc)) from exc
-        model.eval()
+        model = load_qwen_model(model_id, device, dtype)  # straight to the device, every weight checked
         logger.info(
             "loaded VLM %s on %s (%s) in %.1f s; image pixels %s",
             model_id, device, dtype, time.perf_counter() - started, image_size,
