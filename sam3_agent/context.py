@@ -15,6 +15,9 @@ Policy:
 - when phrases were tried before that message, append a note to message 1 that lists them;
 - at most two images: the raw image of message 1 and the newest image among the other kept
   messages; every other image becomes a text placeholder.
+
+The record names the rule behind each dropped message and each image turned into text (``REASONS``), so
+the UI can say why without knowing the policy.
 """
 
 from __future__ import annotations
@@ -24,6 +27,12 @@ from typing import Callable, Sequence
 from .types import ContextRecord, ImagePart, Message, Part, TextPart
 
 MAX_CONTEXT_IMAGES = 2  # raw image + latest overlay
+
+# Why a message was left out of a request or had its images turned into text (``ContextRecord.reasons``).
+BEFORE_LATEST_SEGMENT = "before_latest_segment"  # lies before the latest segment_phrase call: its masks are gone
+OLD_MISTAKE = "old_mistake"  # a mistake exchange the model has been told about and moved past
+IMAGE_LIMIT = "image_limit"  # kept, but only MAX_CONTEXT_IMAGES images are sent
+REASONS = (BEFORE_LATEST_SEGMENT, OLD_MISTAKE, IMAGE_LIMIT)
 
 
 def tried_phrases(messages: Sequence[Message], before: int | None = None) -> list[str]:
@@ -95,6 +104,7 @@ def build_context(
         kept = list(range(len(messages)))
     else:
         kept = [0, 1] + list(range(boundary, len(messages)))
+    after_boundary = set(kept)
     kept = _without_old_mistakes(messages, kept)
     kept_set = set(kept)
     dropped = tuple(i for i in range(len(messages)) if i not in kept_set)
@@ -142,11 +152,14 @@ def build_context(
             else message
         )
 
+    reasons = {i: BEFORE_LATEST_SEGMENT if i not in after_boundary else OLD_MISTAKE for i in dropped}
+    reasons.update((i, IMAGE_LIMIT) for i in images_as_text)
     record = ContextRecord(
         kept=tuple(kept),
         dropped=dropped,
         images_as_text=tuple(images_as_text),
         note=note,
         image_count=image_count,
+        reasons=tuple(sorted(reasons.items())),
     )
     return sent, record

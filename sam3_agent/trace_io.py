@@ -129,6 +129,7 @@ class _Writer:
                 "images_as_text": list(r.context.images_as_text),
                 "note": r.context.note,
                 "image_count": r.context.image_count,
+                "reasons": None if r.context.reasons is None else [list(pair) for pair in r.context.reasons],
             },
             "output": r.output,
             "finish_reason": r.finish_reason,
@@ -298,6 +299,7 @@ class _Reader:
                 images_as_text=tuple(context["images_as_text"]),
                 note=context["note"],
                 image_count=int(context["image_count"]),
+                reasons=_read_reasons(context.get("reasons")),  # absent in traces saved before it existed
             ),
             output=str(data["output"]),
             finish_reason=data["finish_reason"],
@@ -312,6 +314,13 @@ class _Reader:
             vlm_seconds=float(data["vlm_seconds"]),
             tool_seconds=float(data["tool_seconds"]),
         )
+
+
+def _read_reasons(data: Any) -> tuple[tuple[int, str], ...] | None:
+    """``ContextRecord.reasons`` from ``[[index, key], ...]`` (``None``: not recorded)."""
+    if data is None:
+        return None
+    return tuple((int(index), str(key)) for index, key in data)
 
 
 def _read_call(data: dict[str, Any] | None) -> ToolCall | None:

@@ -8,12 +8,14 @@ rounds, the round in progress, the context panel, the status line, the final mas
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ..context import BEFORE_LATEST_SEGMENT, IMAGE_LIMIT, MAX_CONTEXT_IMAGES, OLD_MISTAKE, build_context
 from ..masks import to_coco_results
-from ..parsing import parse_response
+from ..parsing import THINK_CLOSE, THINK_OPEN, parse_response
 from ..types import (
     ContextRecord,
     Event,
@@ -46,6 +48,18 @@ STATUS_TITLES: dict[str, str] = {
     "error": "Error",
 }
 
+# How the context panel words the policy's reasons (``ContextRecord.reasons``); an unknown key is shown as is.
+REASON_TEXTS: dict[str, str] = {
+    BEFORE_LATEST_SEGMENT: "before the latest segment_phrase: its masks no longer exist",
+    OLD_MISTAKE: "an old mistake: the model was told and moved on",
+    IMAGE_LIMIT: f"image limit of {MAX_CONTEXT_IMAGES}: only the raw image and the latest overlay are sent",
+}
+REASON_NOT_RECORDED = "reason not recorded in this trace"
+
+# Tool-call tags as models write them (ours and Qwen's native one), for display only: ``parsing`` reads calls.
+_TOOL_TAG = re.compile(r"<\s*/?\s*(?:tool_call|tool)\s*>", re.IGNORECASE)
+_PARTIAL_TAG = re.compile(r"<[^<>\s]{0,11}$")
+
 
 # ------------------------------------------------------------------ records
 
@@ -61,6 +75,8 @@ class ContextEntry:
         images: the message's images (thumbnails in the panel).
         dropped: left out of this round's request by the context policy (shown greyed out).
         images_as_text: sent, but with its images replaced by a text placeholder.
+        reason: why it was dropped or its images sent as text (``REASON_TEXTS``), else ``None``.
+        text: the whole message text (the excerpt expands to it).
     """
 
     index: int
@@ -69,6 +85,8 @@ class ContextEntry:
     images: tuple[ImagePart, ...]
     dropped: bool
     images_as_text: bool
+    reason: str | None = None
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,10 +147,11 @@ class RoundView:
 
     Attributes:
         index / max_rounds: "round 3 / 30".
-        reasoning: the model's thinking (the raw output when it had no ``<think>`` block).
+        reasoning: the model's thinking, without its ``<think>`` / tool-call markup.
         streaming: True while the round is in progress (reasoning still growing, shown open).
         call_text: the tool call, e.g. ``segment_phrase(text_prompt="cup")``, or ``None``.
-        mistake: ``"key: detail"`` of a model mistake, or ``None``.
+        mistake: the feedback key of a model mistake (e.g. ``"no_tool_call"``), or ``None``; what the model was
+            told is ``reply_text``.
         stopped: True when the user stopped the run during this round.
         failure: what failed when a backend fault ended the run in this round, or ``None``.
         reply_text: the text sent back to the model, or ``None`` (run ended / in progress).
@@ -142,6 +161,7 @@ class RoundView:
         seconds: VLM + tool wall time (``None`` while streaming).
         prompt_tokens / output_tokens: when known.
         finished_at: UNIX time at which the live view received the round's end (``None`` otherwise).
+        writing_call: while streaming, the tool call the model is writing (markup removed), else ``""``.
     """
 
     index: int
@@ -160,6 +180,29 @@ class RoundView:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     finished_at: float | None = None
+    writing_call: str = ""
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One round in the timeline (Inspect tab): what it did and what it cost, at a glance.
+
+    Attributes:
+        index: 1-based round number.
+        tool: the tool called (``"-"`` when no call could be read).
+        outcome: one line: the tool's summary, the mistake, "stopped" or the failure.
+        kind: ``"ok"``, ``"mistake"``, ``"stopped"``, ``"failed"`` or ``"answer"`` (the round that ended the run).
+        seconds: VLM + tool wall time.
+        prompt_tokens / output_tokens: when known.
+    """
+
+    index: int
+    tool: str
+    outcome: str
+    kind: str
+    seconds: float
+    prompt_tokens: int | None
+    output_tokens: int | None
 
 
 @dataclass(frozen=True)
@@ -195,6 +238,66 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def sentence(text: str) -> str:
+    """``text`` as a sentence for the page: first letter upper case, ending in a full stop (or ``?``/``!``)."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".?!" else text + "."
+
+
+def split_output(text: str) -> tuple[str, str]:
+    """A model output, finished or still streaming, as (reasoning, tool call being written), markup removed.
+
+    The reasoning is the text before ``</think>`` (or, without it, before the first tool tag) without the
+    ``<think>`` tag; the call is what follows the first tool tag, tags removed. Display only: ``parsing``
+    decides what the call is.
+    """
+    close = text.find(THINK_CLOSE)
+    if close >= 0:
+        reasoning, rest = text[:close], text[close + len(THINK_CLOSE):]
+    else:
+        reasoning, rest = text, ""
+    tag = _TOOL_TAG.search(reasoning) if close < 0 else None
+    if tag is not None:
+        reasoning, rest = reasoning[:tag.start()], reasoning[tag.start():]
+    reasoning = reasoning.replace(THINK_OPEN, "").strip()
+    tag = _TOOL_TAG.search(rest)
+    if tag is None:
+        reasoning = (reasoning + "\n" + rest.strip()).strip() if rest.strip() else reasoning
+        return reasoning, ""
+    before = rest[:tag.start()].strip()
+    if before:
+        reasoning = (reasoning + "\n" + before).strip()
+    return reasoning, _TOOL_TAG.sub("", rest[tag.start():]).strip()
+
+
+def context_reasons(messages: Sequence[Message], record: ContextRecord) -> dict[int, str]:
+    """Message index -> reason key for the dropped and text-only messages of ``record``.
+
+    A record saved without reasons (an older trace) gets them from the context policy applied again to the
+    conversation as it was then; when that no longer gives the recorded kept/dropped sets (the policy has
+    changed since), no reason is claimed (empty).
+    """
+    if record.reasons is not None:
+        return dict(record.reasons)
+    count = max((*record.kept, *record.dropped), default=-1) + 1
+    try:
+        _, again = build_context(messages[:count], lambda _key, **_fields: "")
+    except ValueError:
+        return {}
+    same = (again.kept, again.dropped, again.images_as_text) == (record.kept, record.dropped, record.images_as_text)
+    return dict(again.reasons or ()) if same else {}
+
+
+def reason_text(key: str | None) -> str:
+    """The words for a reason key (``REASON_TEXTS``; an unknown key as itself, a missing one as not recorded)."""
+    if key is None:
+        return REASON_NOT_RECORDED
+    return REASON_TEXTS.get(key, key.replace("_", " "))
+
+
 def context_panel(
     messages: Sequence[Message], record: ContextRecord, round_index: int, prompt_tokens: int | None = None
 ) -> ContextPanel:
@@ -213,8 +316,10 @@ def context_panel(
             f"round {round_index}'s context names message {count - 1}, but the conversation has {len(messages)}"
         )
     dropped, as_text = set(record.dropped), set(record.images_as_text)
+    reasons: Mapping[int, str] = context_reasons(messages, record)
     entries = tuple(
-        ContextEntry(i, m.role, excerpt(m.text), tuple(m.images), i in dropped, i in as_text)
+        ContextEntry(i, m.role, excerpt(m.text), tuple(m.images), i in dropped, i in as_text,
+                     reason_text(reasons.get(i)) if i in dropped or i in as_text else None, m.text)
         for i, m in enumerate(messages[:count])
     )
     return ContextPanel(round_index, entries, record.note, record.image_count, prompt_tokens)
@@ -238,6 +343,8 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
     """The view of a finished round."""
     r = round_record
     thinking = parse_response(r.output, r.finish_reason).thinking if r.output else ""
+    if not thinking:
+        thinking = split_output(r.output)[0]  # no <think> block: the text before the call, markup removed
     result = r.result
     overlay = None
     reply_text = None
@@ -252,11 +359,13 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
     stopped = r.error == "cancelled"  # the agent's marker for a round the user stopped
     failure = (r.error_detail or "backend failure") if r.error == "backend_error" else None
     if r.error and not stopped and failure is None:
-        mistake = f"{r.error}: {r.error_detail}" if r.error_detail else r.error
+        mistake = r.error  # what the model was told (the detail included) is the reply
+        if reply_text is None and r.error_detail:
+            reply_text = r.error_detail
     return RoundView(
         index=r.index,
         max_rounds=max_rounds,
-        reasoning=thinking or r.output,
+        reasoning=thinking,
         streaming=False,
         call_text=call_text(r.call) if r.call is not None else None,
         mistake=mistake,
@@ -271,6 +380,28 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
         output_tokens=r.output_tokens,
         finished_at=finished_at,
     )
+
+
+def timeline_row(round_record: Round, last: bool = False) -> TimelineRow:
+    """The timeline row of a finished round; ``last``: it is the trace's final round (an answer if it ended well)."""
+    r = round_record
+    summary = r.result.summary if r.result is not None else ""
+    if r.error == "cancelled":
+        kind, outcome = "stopped", "stopped by the user"
+    elif r.error == "backend_error":
+        kind, outcome = "failed", f"failed: {r.error_detail or 'backend failure'}"
+    elif r.error:
+        kind, outcome = "mistake", f"mistake: {r.error.replace('_', ' ')}"
+    else:
+        ends = r.result is not None and r.result.ends_run
+        kind, outcome = ("answer" if ends and last else "ok"), summary or "-"
+    return TimelineRow(r.index, r.call.name if r.call is not None else "-", outcome, kind,
+                       r.vlm_seconds + r.tool_seconds, r.prompt_tokens, r.output_tokens)
+
+
+def timeline_rows(trace: Trace) -> list[TimelineRow]:
+    """One row per round of ``trace``, in order."""
+    return [timeline_row(r, i == len(trace.rounds) - 1) for i, r in enumerate(trace.rounds)]
 
 
 def final_mask_rows(masks: Masks | None) -> list[FinalMaskRow]:
@@ -296,9 +427,11 @@ def final_status_line(trace: Trace) -> StatusLine:
     elif status == "max_rounds":
         text = f"Round budget exhausted: no answer {after}."
     elif status == "failed":
-        text = f"Failed {after}: {trace.error or 'unknown error'}"
+        text = sentence(f"Failed {after}: {trace.error or 'unknown error'}")
     elif status == "cancelled":
-        text = f"Stopped {after}: {trace.error or 'stopped by the user'}. The trace so far is kept."
+        why = trace.error or "stopped by the user"
+        reason = "" if why == "stopped by the user" else f": {why}"
+        text = f"Stopped {after}{reason}. The trace so far is kept."
     else:
         text = f"Running: {rounds} round(s) so far."
     return StatusLine(status, text)
@@ -318,13 +451,16 @@ class LiveRound:
     cards: list[VerdictCard] = field(default_factory=list)
 
     def view(self) -> RoundView:
+        # a tag still arriving ("<thi") is held back until it is complete, so markup never flashes
+        reasoning, writing = split_output(_PARTIAL_TAG.sub("", self.text))
         return RoundView(
             index=self.index,
             max_rounds=self.max_rounds,
-            reasoning=self.text,
+            reasoning=reasoning,
             streaming=True,
             call_text=call_text(self.call) if self.call is not None else None,
             cards=tuple(self.cards),
+            writing_call=writing if self.call is None else "",
         )
 
 
@@ -391,6 +527,10 @@ class RunView:
         for missing in trace.rounds[len(self.rounds):]:
             self.rounds.append(round_view(missing, self.max_rounds, self.clock()))
         self.live = None
+        if self.context is not None and self.context.pending:  # the round a fault or a stop ended
+            ended = next((r for r in trace.rounds if r.index == self.context.round_index), None)
+            tokens = ended.prompt_tokens if ended is not None else None
+            self.context = replace(self.context, prompt_tokens=tokens, pending=False)
         self.trace = trace
         self.status = trace.status
         self.error = trace.error
