@@ -18,6 +18,7 @@ from PIL import Image
 from .context import build_context
 from .errors import BackendError, InputError
 from .images import file_name_of
+from .limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT  # noqa: F401 (also offered from here)
 from .masks import IOM_THRESHOLD, SCORE_THRESHOLD
 from .parsing import parse_response
 from .prompts import Prompts, load_prompts
@@ -43,8 +44,6 @@ from .vlm.base import VLM, strip_control_tokens
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_ROUNDS = 30
-MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and library alike)
 MAX_QUERY_CHARS = 2000
 
 

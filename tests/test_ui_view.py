@@ -280,12 +280,13 @@ def test_model_text_is_escaped_in_the_page(recorded):
     assert "a(&quot;&lt;b&gt;&quot;)" in html
 
 
-def test_finished_rounds_html_only_grows(recorded):
+def test_finished_rounds_are_listed_newest_first_and_rendered_once(recorded):
     view, _, _ = recorded
     page = RunPage()
     first = page.rounds_html(view.rounds[:2])
     second = page.rounds_html(view.rounds)
-    assert second.startswith(first) and second.count('<section class="round"') == 4
+    assert second.endswith(first) and second.count('<section class="round"') == 4
+    assert [int(n) for n in re.findall(r'<section class="round" data-round="(\d)"', second)] == [4, 3, 2, 1]
     assert 'data-round="1" data-finished="1000.000"' in first
 
 
@@ -453,7 +454,7 @@ def test_the_timeline_names_mistakes_and_failures():
 def test_finished_run_rounds_carry_a_button_that_opens_their_context(recorded):
     view, _, _ = recorded
     html = RunPage().rounds_html(view.rounds)
-    assert [int(n) for n in re.findall(r'<button class="ctx-open" data-round="(\d)"', html)] == [1, 2, 3, 4]
+    assert [int(n) for n in re.findall(r'<button class="ctx-open" data-round="(\d)"', html)] == [4, 3, 2, 1]
 
 
 def test_sentences_start_upper_case_and_end_with_a_stop():

@@ -282,8 +282,8 @@ def render_final_masks(rows: Sequence[FinalMaskRow]) -> str:
 class RunPage:
     """The HTML of a live run's panels, rendered incrementally from a ``RunView``.
 
-    Finished rounds never change, so their HTML is rendered once and appended: successive values
-    of the rounds panel extend each other, which Gradio streams as small "append" diffs.
+    Finished rounds never change, so each round's HTML is rendered once and kept; the panel lists them
+    newest first, under the round in progress, so what is happening now stays at the top.
     """
 
     def __init__(self) -> None:
@@ -293,10 +293,11 @@ class RunPage:
         self._context_html = render_context(None, self.urls)
 
     def rounds_html(self, views: Sequence[RoundView]) -> str:
-        """All finished rounds (only new ones are rendered), each with a button that opens its context."""
+        """All finished rounds, newest first (only new ones are rendered), each with a button that opens its
+        context."""
         for view in views[len(self._rounds):]:
             self._rounds.append(render_round(view, self.urls, context_button=True))
-        return "".join(self._rounds)
+        return "".join(reversed(self._rounds))
 
     def live_html(self, live: RoundView | None) -> str:
         """The round in progress, or ``""``."""

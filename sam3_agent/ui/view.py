@@ -45,6 +45,7 @@ STATUS_TITLES: dict[str, str] = {
     "max_rounds": "Round budget exhausted",
     "failed": "Failed",
     "cancelled": "Stopped",
+    "stopping": "Stopping",
     "error": "Error",
 }
 
@@ -236,6 +237,15 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """``text`` with whitespace collapsed, cut to ``limit`` characters (ending in "...")."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def model_name(model: object) -> str:
+    """How the page names a model: a Hub id (``org/name``) or server model name as is, a local folder by its
+    own name only (the page never shows the server's file paths)."""
+    text = str(model or "unknown")
+    if text.startswith(("/", "./", "../", "~", "\\")) or text.count("/") > 1 or ":\\" in text:
+        return f"{text.rstrip('/').replace(chr(92), '/').rsplit('/', 1)[-1]} (local folder)"
+    return text
 
 
 def sentence(text: str) -> str:
