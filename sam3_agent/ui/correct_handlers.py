@@ -18,19 +18,19 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
-import numpy as np
 
 from ..errors import BackendError, InputError, TraceFormatError
 from ..export import coco_document, coco_file_name, write_bundle, write_coco, write_mask_pngs
 from ..trace_io import MAX_ZIP_BYTES, trace_to_zip_bytes
 from ..types import Trace
 from . import correct
-from .correct import CorrectSession
+from .correct import BRUSH_TOOLS, TOOL_ERASE, TOOL_NEGATIVE, TOOL_POSITIVE, CorrectSession
 from .correct_view import (
     agent_overlay,
     corrected_overlay,
     mask_number_choices,
     mask_rows,
+    render_canvas,
     render_mask_table,
     round_choices,
     round_preview,
@@ -55,9 +55,8 @@ class CorrectOutputs(NamedTuple):
 
     session: Any
     status: Any
-    agent_image: Any
-    corrected_image: Any
-    editor: Any
+    canvas: Any
+    compare: Any
     shown: Any
     selected: Any
     label: Any
@@ -84,38 +83,31 @@ def refused(message: str) -> CorrectOutputs:
     return CorrectOutputs(skip, status, *([skip] * (len(CorrectOutputs._fields) - 2)))
 
 
-def editor_value(overlay: Any) -> dict[str, Any]:
-    """The ImageEditor's value: ``overlay`` (the corrected overlay, view size) as background, no painted layer."""
-    pixels = np.asarray(overlay)
-    return {"background": pixels, "layers": [], "composite": pixels}
-
-
 def screen(session: CorrectSession, loaded: bool = False, switch_tab: bool = False) -> CorrectOutputs:
     """Every component's value for ``session``; ``loaded`` also refreshes what only changes with the trace (the
-    agent's overlay and the round picker); ``switch_tab`` brings the Correct tab to the front."""
+    round picker); ``switch_tab`` brings the Correct tab to the front."""
     skip = gr.skip()
     state = session.state
     shown, shown_values = shown_choices(session)
     choices, value = selected_choices(session)
-    label = state.items[session.selected].label if session.selected is not None else ""
+    label = state.items[session.selected].label if session.selected is not None else None
     overlay = corrected_overlay(session)
     rounds = round_choices(session.trace) if loaded else []
     first_round = rounds[0][1] if rounds else None
+    numbers = mask_number_choices(session.trace, first_round) if loaded else []
     return CorrectOutputs(
         session=session,
         status=render_status(StatusLine("done", status_text(session))),
-        agent_image=agent_overlay(session) if loaded else skip,
-        corrected_image=overlay,
-        editor=editor_value(overlay),
+        canvas=render_canvas(overlay),
+        compare=(agent_overlay(session), overlay),
         shown=gr.update(choices=shown, value=shown_values),
         selected=gr.update(choices=choices, value=value),
-        label=label,
+        label=gr.update(choices=list(session.labels), value=label),
         table=render_mask_table(mask_rows(session)),
         undo=gr.update(interactive=state.can_undo),
         redo=gr.update(interactive=state.can_redo),
         round_pick=gr.update(choices=rounds, value=first_round) if loaded else skip,
-        number_pick=gr.update(choices=mask_number_choices(session.trace, first_round), value=1 if rounds else None)
-        if loaded else skip,
+        number_pick=gr.update(choices=numbers, value=numbers[0][1] if numbers else None) if loaded else skip,
         preview=round_preview(session, first_round) if loaded else skip,
         tabs=gr.Tabs(selected="correct") if switch_tab else skip,
     )
@@ -138,8 +130,9 @@ class CorrectHandlers:
 
     # ------------------------------------------------------------------ loading
 
-    def load(self, trace: Trace | None, switch_tab: bool = False) -> CorrectOutputs:
-        """Start correcting ``trace`` (a finished run or a loaded trace, saved edits included).
+    def load(self, trace: Trace | None, switch_tab: bool = False, previous: Any = None) -> CorrectOutputs:
+        """Start correcting ``trace`` (a finished run or a loaded trace, saved edits included); ``previous`` (this
+        tab's earlier session, if any) hands on the view style and the label list.
 
         With ``switch_tab`` (a button in another tab) the Correct tab comes to the front, and a refusal is also
         shown as a warning there, since the Correct tab's status line is out of sight.
@@ -147,30 +140,32 @@ class CorrectHandlers:
         try:
             if trace is None:
                 raise InputError(EMPTY_MESSAGE.rstrip("."))
-            session = correct.start_session(trace)
+            session = correct.start_session(trace, previous=previous if isinstance(previous, CorrectSession) else None)
         except (InputError, TraceFormatError) as error:
             if switch_tab:
                 self.warn(str(error)[0].upper() + str(error)[1:])
             return refused(str(error))
         return screen(session, loaded=True, switch_tab=switch_tab)
 
-    def from_run(self, slot: Any) -> CorrectOutputs:
+    def from_run(self, slot: Any, previous: Any = None) -> CorrectOutputs:
         """The session's latest run (``handlers.RunSlot``), once it has ended; switches to the Correct tab."""
         run = getattr(slot, "run", None)
         if run is None:
             self.warn("There is no run to correct yet: press Run first.")
             return refused("there is no run to correct yet: press Run first")
-        return self.load(run.trace, switch_tab=True)
+        return self.load(run.trace, switch_tab=True, previous=previous)
 
-    def from_inspected(self, inspected: Any) -> CorrectOutputs:
-        """The trace loaded in the Inspect tab (``handlers.InspectedTrace``); switches to the Correct tab."""
+    def from_inspected(self, inspected: Any, previous: Any = None) -> CorrectOutputs:
+        """The trace loaded in the Inspect tab (``inspect_handlers.InspectedTrace``); switches to the Correct tab.
+
+        One function opens any trace here, so a list of traces (a review queue) can step through them with it."""
         trace = getattr(inspected, "trace", None)
         if trace is None:
             self.warn("Upload a trace or bundle .zip in this tab first.")
             return refused("upload a trace or bundle .zip in the Inspect tab first")
-        return self.load(trace, switch_tab=True)
+        return self.load(trace, switch_tab=True, previous=previous)
 
-    def upload(self, path: str | None) -> CorrectOutputs:
+    def upload(self, path: str | None, previous: Any = None) -> CorrectOutputs:
         """An uploaded bundle or trace .zip; a malformed or oversized file is refused with a message."""
         if not path:
             return refused("no file: upload a bundle or trace .zip saved by this app")
@@ -182,7 +177,7 @@ class CorrectHandlers:
         except (TraceFormatError, OSError) as error:
             self.warn(f"Cannot read this file: {error}")
             return refused(f"cannot read this file: {error}")
-        return self.load(trace)
+        return self.load(trace, previous=previous)
 
     # ------------------------------------------------------------------ edits
 
@@ -197,17 +192,29 @@ class CorrectHandlers:
             logger.warning("point-prompt model failed: %s", error)
             return refused(str(error))
 
-    def click(self, session: CorrectSession | None, mode: str, event: gr.SelectData) -> CorrectOutputs:
-        """A click on the corrected image; ``event`` is Gradio's ``SelectData`` (``index`` = [x, y], view pixels)."""
-        position = getattr(event, "index", None)
-        if not isinstance(position, (list, tuple)) or len(position) != 2:
-            return refused("the click gave no position on the image: click on the picture itself")
+    def canvas(self, session: CorrectSession | None, event: gr.SelectData) -> CorrectOutputs:
+        """What the canvas sent (``event.value``, see ``canvas.js``): a click of a click tool at view pixel (x, y), a
+        brush stroke (view points and radius), or Escape (select nothing)."""
+        data = getattr(event, "value", None)
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind == "deselect":
+            return self._apply(session, lambda s: correct.select(s, None))
+        if kind == "click":
+            tool = data.get("tool")
 
-        def action(s: CorrectSession) -> CorrectSession:
-            model = self.point_segmenter() if mode in (correct.CLICK_POSITIVE, correct.CLICK_NEGATIVE) else None
-            return correct.click(s, mode, position[0], position[1], model)
+            def action(s: CorrectSession) -> CorrectSession:
+                model = self.point_segmenter() if tool in (TOOL_POSITIVE, TOOL_NEGATIVE) else None
+                return correct.click(s, tool, data.get("x"), data.get("y"), model)
 
-        return self._apply(session, action)
+            return self._apply(session, action)
+        if kind == "stroke" and data.get("tool") in BRUSH_TOOLS:
+            erase = data.get("tool") == TOOL_ERASE
+            return self._apply(session, lambda s: correct.brush(s, data.get("points"), data.get("radius"), erase))
+        return refused("the canvas sent no click or stroke: click or paint on the picture itself")
+
+    def style(self, session: CorrectSession | None, opacity: Any, outline: Any) -> CorrectOutputs:
+        """Redraw with this mask opacity (0..1) or as outlines only (no edit is recorded)."""
+        return self._apply(session, lambda s: correct.set_style(s, opacity, outline))
 
     def set_shown(self, session: CorrectSession | None, shown: list[int] | None) -> CorrectOutputs:
         return self._apply(session, lambda s: correct.set_shown(s, shown or []))
@@ -224,12 +231,6 @@ class CorrectHandlers:
     def bring_in(self, session: CorrectSession | None, round_index: Any, number: Any) -> CorrectOutputs:
         return self._apply(session, lambda s: correct.bring_in(s, round_index, number))
 
-    def paint(self, session: CorrectSession | None, editor: Any) -> CorrectOutputs:
-        return self._apply(session, lambda s: correct.brush(s, editor, erase=False))
-
-    def erase(self, session: CorrectSession | None, editor: Any) -> CorrectOutputs:
-        return self._apply(session, lambda s: correct.brush(s, editor, erase=True))
-
     def undo(self, session: CorrectSession | None) -> CorrectOutputs:
         return self._apply(session, correct.undo)
 
@@ -242,8 +243,8 @@ class CorrectHandlers:
         if session is None or round_index is None:
             return gr.update(choices=[], value=None), None
         numbers = mask_number_choices(session.trace, int(round_index))
-        return gr.update(choices=numbers, value=numbers[0] if numbers else None), round_preview(session,
-                                                                                               int(round_index))
+        return gr.update(choices=numbers, value=numbers[0][1] if numbers else None), round_preview(session,
+                                                                                                  int(round_index))
 
     # ------------------------------------------------------------------ exports
 

@@ -103,7 +103,8 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         notice = _notice(handlers, settings)
         if notice:
             gr.HTML(notice, elem_id="model-notice")
-        with gr.Tabs(elem_id="tabs") as tabs, gr.Tab("Run", id="run", elem_id="tab-run"), gr.Row(equal_height=False):
+        with gr.Tabs(elem_id="tabs") as tabs, gr.Tab("Run", id="run", elem_id="tab-run"), \
+                gr.Row(equal_height=False, elem_id="run-row"):
             with gr.Column(scale=4, min_width=300, elem_id="run-inputs"):
                 # image_mode=None: the uploaded file reaches images.load_image untouched (EXIF,
                 # transparency and 16-bit images are normalised there, the same way as in the CLI)
@@ -116,7 +117,8 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
                     stop_button = gr.Button("Stop", variant="stop", elem_id="stop-btn")
                 examples = load_examples()
                 if examples:
-                    gr.Examples(examples, inputs=[image, query], label="Examples", examples_per_page=8)
+                    gr.Examples(examples, inputs=[image, query], label="Examples", examples_per_page=8,
+                                elem_id="run-examples")
                 with gr.Accordion("Settings", open=False, elem_id="settings"):
                     max_rounds = gr.Slider(1, MAX_ROUNDS_LIMIT, value=settings.max_rounds, step=1,
                                            label="Round budget", elem_id="max-rounds")
@@ -137,7 +139,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
                                            elem_id="final-overlay", height=300)
                     final_masks = gr.HTML(elem_id="final-masks")
                     downloads = gr.File(label="Downloads: final masks (COCO JSON) and trace (.zip)",
-                                        file_count="multiple", interactive=False, elem_id="downloads", height=90)
+                                        file_count="multiple", interactive=False, elem_id="downloads")
                     correct_run = gr.Button("Correct these masks", elem_id="correct-run-btn")
                 live = gr.HTML(elem_id="live-round", js_on_load=ROUND_CLICKS)
                 rounds = gr.HTML(elem_id="rounds", js_on_load=ROUND_CLICKS)
@@ -170,10 +172,10 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         with tabs:
             inspected, correct_inspected = _inspect_tab(handlers.inspect)
             correct = build_correct_tab(handlers.correct, tabs, gpu)
-        correct_run.click(handlers.correct.from_run, inputs=[slot], outputs=correct.outputs,
+        correct_run.click(handlers.correct.from_run, inputs=[slot, correct.session], outputs=correct.outputs,
                           api_visibility="private", show_progress="hidden")
-        correct_inspected.click(handlers.correct.from_inspected, inputs=[inspected], outputs=correct.outputs,
-                                api_visibility="private", show_progress="hidden")
+        correct_inspected.click(handlers.correct.from_inspected, inputs=[inspected, correct.session],
+                                outputs=correct.outputs, api_visibility="private", show_progress="hidden")
         _api(handlers, settings)
     return demo
 

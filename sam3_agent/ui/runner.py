@@ -95,11 +95,12 @@ class AgentFactory:
         except BackendError as error:
             logger.error("models could not be loaded: %s", error)
             return cls(settings, None, script, str(error), point_segmenter, point_error)
-        logger.info("SAM 3 (%s) and the VLM (%s) ready in %.1f s", model_name(backends.settings.get("sam3_model")),
-                    model_name(backends.settings.get("vlm_model")), time.perf_counter() - step)
+        factory = cls(settings, backends, script, None, point_segmenter, point_error)
+        info = factory.model_info()
+        logger.info("SAM 3 (%s) and the VLM (%s) ready in %.1f s", info.sam3, info.vlm, time.perf_counter() - step)
         share_sam3_backbone(point_segmenter, backends.segmenter)
         logger.info("all models loaded in %.1f s", time.perf_counter() - started)
-        return cls(settings, backends, script, None, point_segmenter, point_error)
+        return factory
 
     def require_point_segmenter(self) -> PointSegmenter:
         """SAM 3's point-prompt model.
