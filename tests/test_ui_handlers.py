@@ -452,6 +452,10 @@ def test_run_during_a_run_stops_it_and_the_new_one_follows(tmp_path):
     thread.join(5)
     assert not thread.is_alive() and "Stopped after 1 round" in outputs[-1].status
     assert slot.run.trace.status == "cancelled"
+    # until it has ended, the stopped run's page keeps saying what is happening (no "Running" flashing back)
+    after = [o.status for o in outputs if "Stopping the current run" in o.status]
+    assert after and all("Running" not in o.status for o in outputs[outputs.index(next(
+        o for o in outputs if "Stopping the current run" in o.status)):])
     handlers.factory.script = SCRIPT
     last = list(handlers.run(ASTRONAUT, "the child", 10, 0.5, slot, None, second))[-1]
     assert "Done: 1 mask selected" in last.status

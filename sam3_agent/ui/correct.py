@@ -48,12 +48,12 @@ TOOL_PAINT = "paint"
 TOOL_ERASE = "erase"
 # tool -> what the tool picker says (the number is its keyboard shortcut)
 TOOLS: dict[str, str] = {
-    TOOL_SELECT: "1 Select a mask",
-    TOOL_TOGGLE: "2 Show / hide a mask",
-    TOOL_POSITIVE: "3 Point ON the object (SAM 3)",
-    TOOL_NEGATIVE: "4 Point OFF the object (SAM 3)",
-    TOOL_PAINT: "5 Brush: add",
-    TOOL_ERASE: "6 Brush: remove",
+    TOOL_SELECT: "1 Select",
+    TOOL_TOGGLE: "2 Show / hide",
+    TOOL_POSITIVE: "3 Point on (+)",
+    TOOL_NEGATIVE: "4 Point off (-)",
+    TOOL_PAINT: "5 Paint",
+    TOOL_ERASE: "6 Erase",
 }
 CLICK_TOOLS = (TOOL_SELECT, TOOL_TOGGLE, TOOL_POSITIVE, TOOL_NEGATIVE)
 BRUSH_TOOLS = (TOOL_PAINT, TOOL_ERASE)

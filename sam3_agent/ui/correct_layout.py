@@ -31,17 +31,21 @@ DEFAULT_BRUSH_PX = 16  # brush diameter in the photo's shown pixels
 # the canvas script, with the tool order of the picker filled in
 CANVAS_JS = Path(__file__).with_name("canvas.js").read_text(encoding="utf-8").replace("__TOOLS__", json.dumps(list(TOOLS)))
 SHORTCUTS = (
-    "**Keys** (while this tab shows): **1**-**6** tools (**B** brush, **E** remove) · **Z** / Ctrl+Z undo, **Y** / "
-    "Shift+Z redo · **Delete** delete the selected mask · **Esc** select nothing (the next click or stroke makes a "
-    "new mask) · **O** outlines on/off · **[** / **]** brush size · **+** / **-** / **0** zoom in, out, fit · arrows or "
-    "Space + drag pan. Mouse: wheel zooms; with a click tool, drag pans."
+    "**Tools**: *Select* a mask or *Show / hide* it by clicking on it; *Point on* / *Point off*: SAM 3's point model "
+    "makes a mask from your clicks on (+) and off (-) the object, or refines the selected one; *Paint* adds what you "
+    "brush to the selected mask (or makes a new one), *Erase* removes it. With no mask selected, clicks and strokes "
+    "make a new mask.  \n"
+    "**Keys** (while this tab shows): **1**-**6** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
+    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing · **O** outlines on/off · **[** / **]** "
+    "brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag pan. Mouse: the wheel zooms; with "
+    "a click tool, a drag pans."
 )
 
 CORRECT_CSS = """
 table.correct-masks {font-size: 13px; width: 100%;} table.correct-masks td, table.correct-masks th {padding: 2px 6px;}
 table.correct-masks tr.mask-off td {color: var(--body-text-color); opacity: 0.75; text-decoration: line-through;}
 table.correct-masks tr.mask-selected td {background: #fef3c7; color: #111; font-weight: 600;}
-.cv-viewport {position: relative; height: min(72vh, 720px); overflow: hidden; background: #1f2937; border-radius: 6px;
+.cv-viewport {position: relative; height: min(64vh, 640px); overflow: hidden; background: #1f2937; border-radius: 6px;
   touch-action: none; cursor: crosshair; user-select: none;}
 .cv-viewport:focus-visible {outline: 2px solid #2563eb;}
 .cv-stage {position: absolute; left: 0; top: 0; transform-origin: 0 0;}
@@ -73,10 +77,10 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, gpu: Callable[[C
         with gr.Row(equal_height=False):
             with gr.Column(scale=7, min_width=360):
                 tool = gr.Radio([(label, key) for key, label in TOOLS.items()], value=TOOL_SELECT, show_label=False,
-                                elem_id="canvas-tool", container=False)
+                                elem_id="canvas-tool", container=False, interactive=True)  # read by the script
                 with gr.Row():
                     gr.Slider(2, 120, value=DEFAULT_BRUSH_PX, step=2, label="Brush size (px of the photo)",
-                              elem_id="brush-size", min_width=160)  # read by the canvas script
+                              elem_id="brush-size", min_width=160, interactive=True)  # read by the script
                     opacity = gr.Slider(0.0, 1.0, value=FILL_ALPHA, step=0.05, label="Mask opacity",
                                         elem_id="mask-opacity", min_width=160)
                     outline = gr.Checkbox(False, label="Outlines only (O)", elem_id="outline-mode", min_width=120)

@@ -131,6 +131,7 @@ class RunSlot:
 
 WITHDRAWN = "Stopped before it started: the run was still waiting in the queue."
 STOPPING = "Stopping: the model finishes its current step, then the trace so far is kept."
+REPLACING = "Stopping the current run: the new one starts as soon as it has ended."
 
 
 class Handlers:
@@ -174,7 +175,7 @@ class Handlers:
         slot.latest_ticket += 1
         if slot.active and slot.run is not None:
             slot.run.cancel()
-            line = StatusLine("stopping", "Stopping the current run: the new one starts as soon as it has ended.")
+            line = StatusLine("stopping", REPLACING)
         else:
             line = StatusLine("running", "Queued: waiting for the model (it serves one run at a time).")
         return render_status(line), slot.latest_ticket
@@ -249,13 +250,15 @@ class Handlers:
                     break
                 if isinstance(event, TokenStreamed) and time.monotonic() - last < STREAM_INTERVAL_S:
                     continue
-                yield self._outputs(view, page)
+                replaced = number and slot.latest_ticket > number  # a newer Run press waits for this one to end
+                stopping = StatusLine("stopping", REPLACING if replaced else STOPPING)
+                yield self._outputs(view, page, stopping if agent_run.stop_event.is_set() else None)
                 last = time.monotonic()
             trace = agent_run.trace
             if view.trace is None:
                 view.finish_from(trace)
             files = write_run_files(trace, slot.run_folder(self.root))
-            yield self._outputs(view, page, files)
+            yield self._outputs(view, page, files=files)
         finally:
             if agent_run.trace.status == "running":
                 agent_run.abandon("the run was closed before it finished (browser tab closed or event cancelled)")
@@ -272,11 +275,14 @@ class Handlers:
                           gr.update(visible=False))
 
     @staticmethod
-    def _outputs(view: RunView, page: RunPage, files: list[Path] | None = None) -> RunOutputs:
+    def _outputs(view: RunView, page: RunPage, stopping: StatusLine | None = None,
+                 files: list[Path] | None = None) -> RunOutputs:
+        """The page for ``view``; ``stopping``: the status while a stopped run has not ended yet."""
         live = view.live.view() if view.live is not None else None
         ended = view.trace is not None
+        line = stopping if stopping is not None and not ended else view.status_line()
         return RunOutputs(
-            status=render_status(view.status_line()),
+            status=render_status(line),
             rounds=page.rounds_html(view.rounds),
             live=page.live_html(live),
             context=page.context_html(view.context),
