@@ -220,7 +220,8 @@ class AgentRun:
             yield self._finish("failed", str(fault))
         except Exception as fault:  # an unexpected bug must still leave a trace
             logger.exception("run failed unexpectedly")
-            yield self._finish("failed", f"internal error: {type(fault).__name__}: {fault}")
+            # a bug: the log above has the details (type and stack); the person gets a sentence
+            yield self._finish("failed", f"internal error (a bug: the log has the details): {fault or 'no message'}")
 
     def _round(self, round_index: int) -> Iterator[Event]:
         """One round; returns True (via StopIteration) when the run ended."""

@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from .edits import op_from_json, op_to_json
-from .errors import TraceFormatError
+from .errors import TraceFormatError, what_went_wrong
 from .images import file_name_of
 from .masks import decode_rle, encode_rle
 from .types import (
@@ -368,7 +368,7 @@ def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
     except TraceFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise TraceFormatError(f"the trace is malformed: {type(error).__name__}: {error}") from None
+        raise TraceFormatError(f"the trace is malformed: {what_went_wrong(error)}") from None
     if trace.status not in ("running", "done", "no_mask", "max_rounds", "failed", "cancelled"):
         raise TraceFormatError(f"unknown trace status {trace.status!r}")
     return trace

@@ -462,3 +462,37 @@ def test_sentences_start_upper_case_and_end_with_a_stop():
 
     assert [sentence("add an image first"), sentence("Done."), sentence("why?"), sentence("")] == [
         "Add an image first.", "Done.", "Why?", ""]
+
+
+def test_a_trace_missing_a_field_is_refused_in_words_without_python_class_names(recorded):
+    import io
+    import json
+    import zipfile
+
+    from sam3_agent.errors import TraceFormatError
+    from sam3_agent.trace_io import load_trace_zip, trace_to_zip_bytes
+
+    _, _, trace = recorded
+    source = zipfile.ZipFile(io.BytesIO(trace_to_zip_bytes(trace)))
+    damaged = io.BytesIO()
+    with zipfile.ZipFile(damaged, "w") as target:
+        for name in source.namelist():
+            content = source.read(name)
+            if name == "trace.json":
+                document = json.loads(content)
+                del document["rounds"]
+                content = json.dumps(document).encode()
+            target.writestr(name, content)
+    with pytest.raises(TraceFormatError) as raised:
+        load_trace_zip(damaged.getvalue())
+    assert str(raised.value) == "the trace is malformed: the field 'rounds' is missing"
+    assert "KeyError" not in str(raised.value)
+
+
+def test_low_level_errors_read_as_words():
+    from sam3_agent.errors import what_went_wrong
+
+    assert what_went_wrong(KeyError("rounds")) == "the field 'rounds' is missing"
+    assert what_went_wrong(TypeError("'int' object is not iterable")) == "'int' object is not iterable"
+    assert what_went_wrong(IndexError("list index out of range")) == (
+        "a list is shorter than expected (list index out of range)")
