@@ -57,7 +57,7 @@ def blocks(text: str) -> list[tuple[int, str, str]]:
 
 def commands(code: str) -> list[str]:
     """The commands of a bash block: continued lines joined, blank lines and whole-line comments left out."""
-    joined = re.sub(r"\\\n\s*", " ", code)
+    joined = re.sub(r"[ \t]*\\\n\s*", " ", code)
     return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
