@@ -110,10 +110,10 @@ def test_context_panel_greys_out_the_messages_dropped_after_a_second_phrase_and_
     dropped = panel.locator(".ctx-msg.ctx-dropped")
     assert [int(i) for i in dropped.evaluate_all("els => els.map(e => e.dataset.index)")] == [2, 3]
     run = panel.locator("details.ctx-run")
-    expect(run.locator("summary")).to_have_text(
+    expect(run.locator(":scope > summary")).to_have_text(
         "2 messages dropped (#2 to #3): before the latest segment_phrase: its masks no longer exist")
     expect(dropped.first).to_be_hidden()  # the run is collapsed
-    run.locator("summary").click()
+    run.locator(":scope > summary").click()
     expect(dropped.first).to_be_visible()
     expect(dropped.first.locator(".ctx-reason")).to_have_text(
         "Why: before the latest segment_phrase: its masks no longer exist")

@@ -1,6 +1,7 @@
 """The app as people use it, in headless Chromium on a desktop (1440x900) and a phone (390x844): the answer in view
-after Run without scrolling, Stop on a run still waiting in the queue, Run pressed again during a run, and the first
-start of an app whose models are missing.
+after Run without scrolling, why messages were dropped, a timeline click in Inspect, zoom and a key in Correct (on
+both); Stop on a run still waiting in the queue and Run pressed again during a run; the first start of an app whose
+models are missing (on both).
 
 Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (and, for the first start, ``python app.py``
 offline with an empty Hugging Face cache). Screenshots go to test-output/screenshots/layout_*.png. Skipped only when
@@ -9,6 +10,7 @@ offline with an empty Hugging Face cache). Screenshots go to test-output/screens
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ if not Path("/usr/bin/chromium").exists():
     pytest.skip("Chromium is not installed at /usr/bin/chromium (CI installs it with apt-get)",
                 allow_module_level=True)
 
-from browser_app import DESKTOP, PHONE, ROOT, SHOTS, in_view, open_page, running_app
+from browser_app import DESKTOP, PHONE, ROOT, SHOTS, download, in_view, open_page, running_app
 from playwright.sync_api import Page, expect
 
 from sam3_agent.trace_io import load_trace
@@ -57,6 +59,36 @@ def test_after_run_the_status_and_then_the_answer_are_in_view_without_scrolling(
         # the newest round comes first, right under the answer
         assert page.locator("#rounds section.round").first.get_attribute("data-round") == "4"
 
+        # the context panel says why messages were dropped (on a phone it comes after the rounds)
+        run = page.locator("#context-panel details.ctx-run")
+        run.scroll_into_view_if_needed()
+        expect(run.locator(":scope > summary")).to_contain_text(
+            "2 messages dropped (#2 to #3): before the latest segment_phrase")
+        page.locator("#context-panel").screenshot(path=str(SHOTS / f"layout_{size}_3_context.png"))
+
+        # Inspect: the timeline opens a round
+        trace_path = download(page, "#downloads", "trace.zip", tmp_path)
+        page.get_by_role("tab", name="Inspect a trace").click()
+        page.set_input_files("#trace-file input[type=file]", str(trace_path))
+        row = page.locator('#timeline tr[data-round="3"]')
+        row.locator("td").nth(1).click()
+        expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
+        expect(page.locator("#inspect-round .verdict-card")).to_have_count(1)
+        page.screenshot(path=str(SHOTS / f"layout_{size}_4_timeline.png"), full_page=True)
+
+        # Correct: zoom with the canvas button, then a tool by its key
+        page.get_by_role("tab", name="Run").click()
+        page.click("#correct-run-btn")
+        level = page.locator("#correct-canvas .cv-level")
+        expect(level).to_have_text(re.compile(r"^[0-9]+%$"))
+        fitted = int(level.inner_text().rstrip("%"))
+        page.locator('#correct-canvas [data-zoom="in"]').click()
+        expect(level).not_to_have_text(f"{fitted}%")
+        assert 1.2 <= int(level.inner_text().rstrip("%")) / fitted <= 1.3  # one step: x1.25 (levels are rounded)
+        page.keyboard.press("3")
+        expect(page.locator("#canvas-tool input[type=radio]").nth(2)).to_be_checked()
+        page.locator("#correct-canvas").screenshot(path=str(SHOTS / f"layout_{size}_5_correct_zoomed.png"))
+
 
 def test_stop_withdraws_a_run_still_waiting_in_the_queue(app_url, tmp_path):
     with open_page(app_url, tmp_path / "profile", viewport=DESKTOP) as first:
@@ -86,8 +118,6 @@ def test_stop_withdraws_a_run_still_waiting_in_the_queue(app_url, tmp_path):
 
 
 def test_run_pressed_during_a_run_stops_it_and_runs_the_new_query(app_url, tmp_path):
-    from browser_app import download
-
     with open_page(app_url, tmp_path / "profile", viewport=DESKTOP) as page:
         fill_in(page, "the first query")
         page.click("#run-btn")
