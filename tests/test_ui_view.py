@@ -496,3 +496,13 @@ def test_low_level_errors_read_as_words():
     assert what_went_wrong(TypeError("'int' object is not iterable")) == "'int' object is not iterable"
     assert what_went_wrong(IndexError("list index out of range")) == (
         "a list is shorter than expected (list index out of range)")
+
+
+def test_the_timeline_says_which_token_counts_are_unknown():
+    from sam3_agent.ui.html import render_timeline
+    from sam3_agent.ui.view import TimelineRow
+
+    html = render_timeline([TimelineRow(1, "segment_phrase", "2 mask(s) for 'cup'", "ok", 1.25, None, 15),
+                            TimelineRow(2, "-", "mistake: no tool call", "mistake", 0.5, 812, None)])
+    assert "<td>1.2 s</td><td>- / 15</td>" in html and "<td>812 / -</td>" in html
+    assert '<tr class="timeline-mistake" data-round="2">' in html

@@ -45,7 +45,7 @@ CORRECT_CSS = """
 table.correct-masks {font-size: 13px; width: 100%;} table.correct-masks td, table.correct-masks th {padding: 2px 6px;}
 table.correct-masks tr.mask-off td {color: var(--body-text-color); opacity: 0.75; text-decoration: line-through;}
 table.correct-masks tr.mask-selected td {background: #fef3c7; color: #111; font-weight: 600;}
-.cv-viewport {position: relative; height: min(64vh, 640px); overflow: hidden; background: #1f2937; border-radius: 6px;
+.cv-viewport {position: relative; height: min(64vh, 640px, 95vw); overflow: hidden; background: #1f2937; border-radius: 6px;
   touch-action: none; cursor: crosshair; user-select: none;}
 .cv-viewport:focus-visible {outline: 2px solid #2563eb;}
 .cv-stage {position: absolute; left: 0; top: 0; transform-origin: 0 0;}

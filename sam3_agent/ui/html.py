@@ -250,8 +250,7 @@ def render_timeline(rows: Sequence[TimelineRow], current: int | None = None) -> 
     body = []
     for r in rows:
         mark = " timeline-current" if r.index == current else ""
-        tokens = "" if r.prompt_tokens is None else f"{r.prompt_tokens}"
-        tokens += "" if r.output_tokens is None else f" / {r.output_tokens}"
+        tokens = " / ".join("-" if n is None else str(n) for n in (r.prompt_tokens, r.output_tokens))
         body.append(
             f'<tr class="timeline-{escape(r.kind)}{mark}" data-round="{r.index}">'
             f'<td><button type="button" class="timeline-open" data-round="{r.index}">{r.index}</button></td>'
