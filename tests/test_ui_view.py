@@ -22,6 +22,7 @@ from sam3_agent.types import (
     ToolStarted,
     Trace,
 )
+from sam3_agent.ui.context_view import context_panel
 from sam3_agent.ui.html import (
     ImageUrls,
     RunPage,
@@ -34,7 +35,6 @@ from sam3_agent.ui.view import (
     FinalMaskRow,
     RunView,
     StatusLine,
-    context_panel,
     final_mask_rows,
     final_status_line,
     split_output,

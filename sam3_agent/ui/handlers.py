@@ -39,10 +39,10 @@ from .html import (
 )
 from .inspect_handlers import InspectHandlers, final_image
 from .runner import AgentFactory, write_run_files
+from .context_view import context_panel
 from .view import (
     RunView,
     StatusLine,
-    context_panel,
     final_mask_rows,
     final_status_line,
     sentence,

@@ -23,10 +23,9 @@ from html import escape
 
 from PIL import Image
 
+from .context_view import ContextEntry, ContextPanel
 from .view import (
     STATUS_TITLES,
-    ContextEntry,
-    ContextPanel,
     FinalMaskRow,
     RoundView,
     StatusLine,
