@@ -157,7 +157,7 @@ def test_correct_tab_events_share_one_serial_queue(tmp_path):
 
     settings = AppSettings(BackendSettings(preset="tiny"))
     demo = build_demo(Handlers(AgentFactory.load(settings), warn=lambda _m: None, root=tmp_path / "app"), settings)
-    names = {"click", "set_shown", "select", "relabel", "delete", "undo", "redo", "paint", "erase", "bring_in",
+    names = {"canvas", "style", "set_shown", "select", "relabel", "delete", "undo", "redo", "bring_in",
              "export_coco", "export_pngs", "export_bundle", "export_trace"}
     fns = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") in names or f.concurrency_id == "correct-edits"]
     found = {getattr(f.fn, "__name__", "") for f in fns}
