@@ -58,12 +58,19 @@ def on_canvas(page: Page, x: float, y: float) -> tuple[float, float]:
     return box["x"] + (x + 0.5) * box["width"] / width, box["y"] + (y + 0.5) * box["height"] / height
 
 
+def bring_canvas_into_view(page: Page) -> None:
+    """What a person does before clicking on the canvas: scroll until it shows."""
+    page.locator("#correct-canvas .cv-viewport").scroll_into_view_if_needed()
+
+
 def click_canvas(page: Page, x: float, y: float) -> None:
+    bring_canvas_into_view(page)
     page.mouse.click(*on_canvas(page, x, y))
 
 
 def drag_on_canvas(page: Page, points: list[tuple[int, int]]) -> None:
     """Drag the brush through image pixels ``points``."""
+    bring_canvas_into_view(page)
     page.mouse.move(*on_canvas(page, *points[0]))
     page.mouse.down()
     for x, y in points[1:]:
@@ -195,8 +202,9 @@ def test_the_bundle_reloads_in_the_inspect_tab_and_editing_goes_on(page, correct
 
 
 def test_bad_input_gives_a_message_and_keeps_the_masks(page, corrected, tmp_path):
-    press(page, "Escape")
+    expect(page.locator("#correct-status")).not_to_contain_text("Selected:")  # the reloaded session: none
     press(page, "6")  # Erase, with no mask selected
+    expect(page.locator("#canvas-tool input[type=radio]").nth(5)).to_be_checked()
     drag_on_canvas(page, [(100, 100), (140, 100)])
     status_says(page, "Select a mask to erase from (in the list, or click on it with the Select tool). Nothing was "
                       "changed.")
