@@ -14,6 +14,7 @@ import atexit
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -24,9 +25,12 @@ from sam3_agent.zerogpu import import_spaces  # imports neither torch nor Gradio
 # or does nothing. See sam3_agent.zerogpu.
 import_spaces()
 
+# Only light imports before the flags are parsed: `python app.py --help` answers at once; Gradio and torch
+# load afterwards (their import takes seconds to tens of seconds).
 from sam3_agent.errors import InputError  # noqa: E402
-from sam3_agent.ui.layout import create_demo, launch  # noqa: E402
 from sam3_agent.ui.settings import parse_settings  # noqa: E402
+
+logger = logging.getLogger("app")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,6 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
+    started = time.perf_counter()
+    logger.info("starting SAM3 Agent: importing Gradio, torch and transformers...")
+    from sam3_agent.ui.layout import create_demo, launch
+
+    logger.info("imported in %.1f s", time.perf_counter() - started)
     try:
         demo, handlers = create_demo(settings)
     except InputError as error:

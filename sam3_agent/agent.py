@@ -18,6 +18,7 @@ from PIL import Image
 from .context import build_context
 from .errors import BackendError, InputError
 from .images import file_name_of
+from .limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT  # noqa: F401 (also offered from here)
 from .masks import IOM_THRESHOLD, SCORE_THRESHOLD
 from .parsing import parse_response
 from .prompts import Prompts, load_prompts, token_limit_text
@@ -44,8 +45,6 @@ from .vlm.image_fit import check_photo, limits_of
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_ROUNDS = 30
-MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and library alike)
 MAX_QUERY_CHARS = 2000
 
 
@@ -226,7 +225,8 @@ class AgentRun:
             failure = str(fault)
         except Exception as fault:  # an unexpected bug must still leave a trace
             logger.exception("run failed unexpectedly")
-            failure = f"internal error: {type(fault).__name__}: {fault}"
+            # a bug: the log above has the details (type and stack); the person gets a sentence
+            failure = f"internal error (a bug: the log has the details): {fault or 'no message'}"
         if failure is not None:
             # Yielded outside the except block: suspended there, the generator would keep the exception, its traceback
             # and every tensor of the failed request alive (after an out-of-memory error, the memory needed next).

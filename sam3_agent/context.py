@@ -18,6 +18,9 @@ Policy:
   ``examine_each_mask`` that ran). When that reply has no image (no mask found, every mask
   rejected), no overlay is current: masks that no longer exist are never shown as if they did.
   Every other image becomes a text placeholder.
+
+The record names the rule behind each dropped message and each image turned into text (``REASONS``), so
+the UI can say why without knowing the policy.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ from .tool_specs import TOOL_SPECS
 from .types import ContextRecord, ImagePart, Message, Part, TextPart
 
 MAX_CONTEXT_IMAGES = 2  # raw image + latest overlay
+
+# Why a message was left out of a request or had its images turned into text (``ContextRecord.reasons``).
+BEFORE_LATEST_SEGMENT = "before_latest_segment"  # lies before the latest segment_phrase call: its masks are gone
+OLD_MISTAKE = "old_mistake"  # a mistake exchange the model has been told about and moved past
+MASKS_GONE = "masks_gone"  # kept as text: its image shows masks that no longer exist (not the current overlay)
+REASONS = (BEFORE_LATEST_SEGMENT, OLD_MISTAKE, MASKS_GONE)
 
 
 def tried_phrases(messages: Sequence[Message], before: int | None = None) -> list[str]:
@@ -114,6 +123,7 @@ def build_context(
         kept = list(range(len(messages)))
     else:
         kept = [0, 1] + list(range(boundary, len(messages)))
+    after_boundary = set(kept)
     kept = _without_old_mistakes(messages, kept)
     kept_set = set(kept)
     dropped = tuple(i for i in range(len(messages)) if i not in kept_set)
@@ -162,11 +172,14 @@ def build_context(
             else message
         )
 
+    reasons = {i: BEFORE_LATEST_SEGMENT if i not in after_boundary else OLD_MISTAKE for i in dropped}
+    reasons.update((i, MASKS_GONE) for i in images_as_text)
     record = ContextRecord(
         kept=tuple(kept),
         dropped=dropped,
         images_as_text=tuple(images_as_text),
         note=note,
         image_count=image_count,
+        reasons=tuple(sorted(reasons.items())),
     )
     return sent, record

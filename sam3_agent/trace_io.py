@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from .edits import op_from_json, op_to_json
-from .errors import TraceFormatError
+from .errors import TraceFormatError, what_went_wrong
 from .images import file_name_of
 from .masks import decode_rle, encode_rle
 from .types import (
@@ -130,6 +130,7 @@ class _Writer:
                 "images_as_text": list(r.context.images_as_text),
                 "note": r.context.note,
                 "image_count": r.context.image_count,
+                "reasons": None if r.context.reasons is None else [list(pair) for pair in r.context.reasons],
             },
             "output": r.output,
             "finish_reason": r.finish_reason,
@@ -300,6 +301,7 @@ class _Reader:
                 images_as_text=tuple(context["images_as_text"]),
                 note=context["note"],
                 image_count=int(context["image_count"]),
+                reasons=_read_reasons(context.get("reasons")),  # absent in traces saved before it existed
             ),
             output=str(data["output"]),
             finish_reason=data["finish_reason"],
@@ -314,6 +316,13 @@ class _Reader:
             vlm_seconds=float(data["vlm_seconds"]),
             tool_seconds=float(data["tool_seconds"]),
         )
+
+
+def _read_reasons(data: Any) -> tuple[tuple[int, str], ...] | None:
+    """``ContextRecord.reasons`` from ``[[index, key], ...]`` (``None``: not recorded)."""
+    if data is None:
+        return None
+    return tuple((int(index), str(key)) for index, key in data)
 
 
 def _read_call(data: dict[str, Any] | None) -> ToolCall | None:
@@ -361,7 +370,7 @@ def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
     except TraceFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise TraceFormatError(f"the trace is malformed: {type(error).__name__}: {error}") from None
+        raise TraceFormatError(f"the trace is malformed: {what_went_wrong(error)}") from None
     if trace.status not in ("running", "done", "no_mask", "max_rounds", "failed", "cancelled"):
         raise TraceFormatError(f"unknown trace status {trace.status!r}")
     return trace

@@ -193,6 +193,9 @@ class ContextRecord:
         images_as_text: indices of kept messages whose images were replaced by a text placeholder.
         note: the injected note about already-tried phrases (added to message 1), or ``None``.
         image_count: number of images in the request (at most 2 by construction).
+        reasons: why each message of ``dropped`` and ``images_as_text`` is there, as (message index, reason
+            key) pairs in index order; the keys are ``context.REASONS`` (the policy states them, the UI
+            words them). ``None`` when not recorded (traces saved before the field existed).
     """
 
     kept: tuple[int, ...]
@@ -200,6 +203,7 @@ class ContextRecord:
     images_as_text: tuple[int, ...] = ()
     note: str | None = None
     image_count: int = 0
+    reasons: tuple[tuple[int, str], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from sam3_agent.errors import InputError
 from sam3_agent.memory_size import held_bytes, image_bytes
 from sam3_agent.tracker import PointMask
 from sam3_agent.ui import correct
-from sam3_agent.ui.correct import CLICK_POSITIVE
+from sam3_agent.ui.correct import TOOL_POSITIVE
 from sam3_agent.ui.correct_handlers import CorrectHandlers
 from sam3_agent.ui.correct_store import CorrectSessions
-from test_ui_correct import FakePointSegmenter, make_trace, masks_of, painted  # the Correct view's own fixtures
+from test_ui_correct import FakePointSegmenter, clicked, line, make_trace, masks_of, stroked  # the Correct view's own fixtures
 
 BOX = (200, 50, 300, 250)
 MIB = 1024**2
@@ -85,7 +85,7 @@ def test_an_edit_that_would_pass_the_bound_is_refused_and_the_session_stays_as_i
     handlers = CorrectHandlers(lambda: FakePointSegmenter(), warn=lambda m: None, root=tmp_path,
                                sessions=CorrectSessions(max_session_bytes=held_bytes(session) + 1000))
     key = handlers.sessions.put(session)
-    out = handlers.paint(key, painted((512, 512), 0, 0, 40, 30))  # a new mask would add 512 * 512 bytes
+    out = handlers.canvas(key, stroked("paint", line(0, 40, 15), 16))  # a new mask would add 512 * 512 bytes
     assert "more than the" in out.status and "Nothing was changed." in out.status
     assert handlers.session(key) is session
 
@@ -130,7 +130,7 @@ def test_loading_records_the_browser_session_that_owns_the_correction(tmp_path):
     handlers = CorrectHandlers(lambda: None, warn=lambda m: None, root=tmp_path)
     trace = new_session().trace
     run = types.SimpleNamespace(run=types.SimpleNamespace(trace=trace))
-    key = handlers.from_run(run, types.SimpleNamespace(session_hash="tab-9")).session
+    key = handlers.from_run(run, request=types.SimpleNamespace(session_hash="tab-9")).session
     handlers.drop_owner("tab-8")
     assert handlers.session(key).trace is trace
     handlers.drop_owner("tab-9")
@@ -151,7 +151,7 @@ def test_on_zerogpu_only_the_point_models_call_is_wrapped_and_the_session_stays_
 
     handlers = CorrectHandlers(lambda: model, warn=lambda m: None, root=tmp_path, gpu=gpu)
     key = handlers.sessions.put(new_session())
-    handlers.click(key, CLICK_POSITIVE, types.SimpleNamespace(index=[60, 300]))
-    handlers.click(key, CLICK_POSITIVE, types.SimpleNamespace(index=[70, 300]))
+    handlers.canvas(key, clicked(TOOL_POSITIVE, 60, 300))
+    handlers.canvas(key, clicked(TOOL_POSITIVE, 70, 300))
     assert wrapped == [model.segment_points]           # wrapped once, not per click
     assert len(model.calls) == 2 and handlers.session(key).state.items[-1].origin == "clicks"

@@ -31,7 +31,8 @@ import spaces
 from sam3_agent.ui.settings import parse_settings
 
 settings, _ = parse_settings(["--preset", "tiny"])
-demo, handlers = app.create_demo(settings)
+from sam3_agent.ui.layout import create_demo  # what app.main imports once the flags are parsed
+demo, handlers = create_demo(settings)
 backends = handlers.factory.backends
 durations = {}
 for name, duration in spaces.record["gpu_functions"]:

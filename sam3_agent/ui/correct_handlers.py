@@ -19,22 +19,22 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
-import numpy as np
 
 from ..errors import BackendError, InputError, TraceFormatError
 from ..export import coco_document, coco_file_name, write_bundle, write_coco, write_mask_pngs
 from ..shared import SharedObject
 from ..trace_io import MAX_ZIP_BYTES, trace_to_zip_bytes
-from ..types import Trace
 from ..tracker import PointMask
+from ..types import Trace
 from . import correct
-from .correct import CorrectSession
+from .correct import BRUSH_TOOLS, TOOL_ERASE, TOOL_NEGATIVE, TOOL_POSITIVE, CorrectSession
 from .correct_store import CorrectSessions
 from .correct_view import (
     agent_overlay,
     corrected_overlay,
     mask_number_choices,
     mask_rows,
+    render_canvas,
     render_mask_table,
     round_choices,
     round_preview,
@@ -59,9 +59,8 @@ class CorrectOutputs(NamedTuple):
 
     session: Any
     status: Any
-    agent_image: Any
-    corrected_image: Any
-    editor: Any
+    canvas: Any
+    compare: Any
     shown: Any
     selected: Any
     label: Any
@@ -88,38 +87,31 @@ def refused(message: str) -> CorrectOutputs:
     return CorrectOutputs(skip, status, *([skip] * (len(CorrectOutputs._fields) - 2)))
 
 
-def editor_value(overlay: Any) -> dict[str, Any]:
-    """The ImageEditor's value: ``overlay`` (the corrected overlay, view size) as background, no painted layer."""
-    pixels = np.asarray(overlay)
-    return {"background": pixels, "layers": [], "composite": pixels}
-
-
 def screen(session: CorrectSession, loaded: bool = False, switch_tab: bool = False) -> CorrectOutputs:
     """Every component's value for ``session``; ``loaded`` also refreshes what only changes with the trace (the
-    agent's overlay and the round picker); ``switch_tab`` brings the Correct tab to the front."""
+    round picker); ``switch_tab`` brings the Correct tab to the front."""
     skip = gr.skip()
     state = session.state
     shown, shown_values = shown_choices(session)
     choices, value = selected_choices(session)
-    label = state.items[session.selected].label if session.selected is not None else ""
+    label = state.items[session.selected].label if session.selected is not None else None
     overlay = corrected_overlay(session)
     rounds = round_choices(session.trace) if loaded else []
     first_round = rounds[0][1] if rounds else None
+    numbers = mask_number_choices(session.trace, first_round) if loaded else []
     return CorrectOutputs(
         session=session.key,
         status=render_status(StatusLine("done", status_text(session))),
-        agent_image=agent_overlay(session) if loaded else skip,
-        corrected_image=overlay,
-        editor=editor_value(overlay),
+        canvas=render_canvas(overlay),
+        compare=(agent_overlay(session), overlay),
         shown=gr.update(choices=shown, value=shown_values),
         selected=gr.update(choices=choices, value=value),
-        label=label,
+        label=gr.update(choices=list(session.labels), value=label),
         table=render_mask_table(mask_rows(session)),
         undo=gr.update(interactive=state.can_undo),
         redo=gr.update(interactive=state.can_redo),
         round_pick=gr.update(choices=rounds, value=first_round) if loaded else skip,
-        number_pick=gr.update(choices=mask_number_choices(session.trace, first_round), value=1 if rounds else None)
-        if loaded else skip,
+        number_pick=gr.update(choices=numbers, value=numbers[0][1] if numbers else None) if loaded else skip,
         preview=round_preview(session, first_round) if loaded else skip,
         tabs=gr.Tabs(selected="correct") if switch_tab else skip,
     )
@@ -163,10 +155,19 @@ class CorrectHandlers(SharedObject):
         """
         return self.sessions.get(key)
 
+    def _previous(self, key: Any) -> CorrectSession | None:
+        """This tab's earlier session, when it is still open (it hands on the view style and the label list)."""
+        try:
+            return self.sessions.get(key) if isinstance(key, str) else None
+        except InputError:
+            return None
+
     # ------------------------------------------------------------------ loading
 
-    def load(self, trace: Trace | None, switch_tab: bool = False, owner: str | None = None) -> CorrectOutputs:
-        """Start correcting ``trace`` (a finished run or a loaded trace, saved edits included).
+    def load(self, trace: Trace | None, switch_tab: bool = False, previous: Any = None,
+             owner: str | None = None) -> CorrectOutputs:
+        """Start correcting ``trace`` (a finished run or a loaded trace, saved edits included); ``previous`` (the key of
+        this tab's earlier session, if any) hands on the view style and the label list.
 
         With ``switch_tab`` (a button in another tab) the Correct tab comes to the front, and a refusal is also
         shown as a warning there, since the Correct tab's status line is out of sight. ``owner``: the browser
@@ -175,31 +176,35 @@ class CorrectHandlers(SharedObject):
         try:
             if trace is None:
                 raise InputError(EMPTY_MESSAGE.rstrip("."))
-            session = correct.start_session(trace)
+            session = correct.start_session(trace, previous=self._previous(previous))
             self.sessions.put(session, owner)
+            if isinstance(previous, str) and previous != session.key:
+                self.sessions.drop(previous)  # one open session per tab: the new trace replaces the earlier one
         except (InputError, TraceFormatError) as error:
             if switch_tab:
                 self.warn(str(error)[0].upper() + str(error)[1:])
             return refused(str(error))
         return screen(session, loaded=True, switch_tab=switch_tab)
 
-    def from_run(self, slot: Any, request: gr.Request | None = None) -> CorrectOutputs:
+    def from_run(self, slot: Any, previous: Any = None, request: gr.Request | None = None) -> CorrectOutputs:
         """The session's latest run (``handlers.RunSlot``), once it has ended; switches to the Correct tab."""
         run = getattr(slot, "run", None)
         if run is None:
             self.warn("There is no run to correct yet: press Run first.")
             return refused("there is no run to correct yet: press Run first")
-        return self.load(run.trace, switch_tab=True, owner=_owner(request))
+        return self.load(run.trace, switch_tab=True, previous=previous, owner=_owner(request))
 
-    def from_inspected(self, inspected: Any, request: gr.Request | None = None) -> CorrectOutputs:
-        """The trace loaded in the Inspect tab (``handlers.InspectedTrace``); switches to the Correct tab."""
+    def from_inspected(self, inspected: Any, previous: Any = None, request: gr.Request | None = None) -> CorrectOutputs:
+        """The trace loaded in the Inspect tab (``inspect_handlers.InspectedTrace``); switches to the Correct tab.
+
+        One function opens any trace here, so a list of traces (a review queue) can step through them with it."""
         trace = getattr(inspected, "trace", None)
         if trace is None:
             self.warn("Upload a trace or bundle .zip in this tab first.")
             return refused("upload a trace or bundle .zip in the Inspect tab first")
-        return self.load(trace, switch_tab=True, owner=_owner(request))
+        return self.load(trace, switch_tab=True, previous=previous, owner=_owner(request))
 
-    def upload(self, path: str | None, request: gr.Request | None = None) -> CorrectOutputs:
+    def upload(self, path: str | None, previous: Any = None, request: gr.Request | None = None) -> CorrectOutputs:
         """An uploaded bundle or trace .zip; a malformed or oversized file is refused with a message."""
         if not path:
             return refused("no file: upload a bundle or trace .zip saved by this app")
@@ -211,7 +216,7 @@ class CorrectHandlers(SharedObject):
         except (TraceFormatError, OSError) as error:
             self.warn(f"Cannot read this file: {error}")
             return refused(f"cannot read this file: {error}")
-        return self.load(trace, owner=_owner(request))
+        return self.load(trace, previous=previous, owner=_owner(request))
 
     # ------------------------------------------------------------------ edits
 
@@ -237,17 +242,29 @@ class CorrectHandlers(SharedObject):
             self._on_gpu = (model, self._gpu(model.segment_points))
         return _CallThrough(model.name, self._on_gpu[1])
 
-    def click(self, session: str | None, mode: str, event: gr.SelectData) -> CorrectOutputs:
-        """A click on the corrected image; ``event`` is Gradio's ``SelectData`` (``index`` = [x, y], view pixels)."""
-        position = getattr(event, "index", None)
-        if not isinstance(position, (list, tuple)) or len(position) != 2:
-            return refused("the click gave no position on the image: click on the picture itself")
+    def canvas(self, session: str | None, event: gr.SelectData) -> CorrectOutputs:
+        """What the canvas sent (``event.value``, see ``canvas.js``): a click of a click tool at view pixel (x, y), a
+        brush stroke (view points and radius), or Escape (select nothing)."""
+        data = getattr(event, "value", None)
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind == "deselect":
+            return self._apply(session, lambda s: correct.select(s, None))
+        if kind == "click":
+            tool = data.get("tool")
 
-        def action(s: CorrectSession) -> CorrectSession:
-            model = self._point_model() if mode in (correct.CLICK_POSITIVE, correct.CLICK_NEGATIVE) else None
-            return correct.click(s, mode, position[0], position[1], model)
+            def action(s: CorrectSession) -> CorrectSession:
+                model = self._point_model() if tool in (TOOL_POSITIVE, TOOL_NEGATIVE) else None
+                return correct.click(s, tool, data.get("x"), data.get("y"), model)
 
-        return self._apply(session, action)
+            return self._apply(session, action)
+        if kind == "stroke" and data.get("tool") in BRUSH_TOOLS:
+            erase = data.get("tool") == TOOL_ERASE
+            return self._apply(session, lambda s: correct.brush(s, data.get("points"), data.get("radius"), erase))
+        return refused("the canvas sent no click or stroke: click or paint on the picture itself")
+
+    def style(self, session: str | None, opacity: Any, outline: Any) -> CorrectOutputs:
+        """Redraw with this mask opacity (0..1) or as outlines only (no edit is recorded)."""
+        return self._apply(session, lambda s: correct.set_style(s, opacity, outline))
 
     def set_shown(self, session: str | None, shown: list[int] | None) -> CorrectOutputs:
         return self._apply(session, lambda s: correct.set_shown(s, shown or []))
@@ -264,12 +281,6 @@ class CorrectHandlers(SharedObject):
     def bring_in(self, session: str | None, round_index: Any, number: Any) -> CorrectOutputs:
         return self._apply(session, lambda s: correct.bring_in(s, round_index, number))
 
-    def paint(self, session: str | None, editor: Any) -> CorrectOutputs:
-        return self._apply(session, lambda s: correct.brush(s, editor, erase=False))
-
-    def erase(self, session: str | None, editor: Any) -> CorrectOutputs:
-        return self._apply(session, lambda s: correct.brush(s, editor, erase=True))
-
     def undo(self, session: str | None) -> CorrectOutputs:
         return self._apply(session, correct.undo)
 
@@ -285,8 +296,8 @@ class CorrectHandlers(SharedObject):
         except InputError:
             return gr.update(choices=[], value=None), None
         numbers = mask_number_choices(opened.trace, int(round_index))
-        return gr.update(choices=numbers, value=numbers[0] if numbers else None), round_preview(opened,
-                                                                                              int(round_index))
+        return gr.update(choices=numbers, value=numbers[0][1] if numbers else None), round_preview(opened,
+                                                                                                  int(round_index))
 
     # ------------------------------------------------------------------ exports
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from ..verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..vlm.base import VLM
 from ..vlm.scripted import Response, ScriptedVLM, load_script
 from .settings import AppSettings
+from .view import model_name
 
 logger = logging.getLogger(__name__)
 
@@ -81,17 +83,28 @@ class AgentFactory(SharedObject):
         Raises:
             InputError: inconsistent settings or an unreadable script (fix the launch command).
         """
+        started = time.perf_counter()
         script = load_script(settings.backend.script) if settings.backend.script else None
+        step = time.perf_counter()
+        logger.info("loading the agent's models (%s preset): SAM 3 and the VLM...", settings.backend.preset)
         try:
             backends = build_backends(settings.backend)
         except BackendError as error:
             logger.error("models could not be loaded: %s", error)
             point_segmenter, point_error = load_point_segmenter(settings, settings.backend.sam3_dtype)
             return cls(settings, None, script, str(error), point_segmenter, point_error)
-        # SAM 3's dtype (the GPU memory plan may pick bfloat16) so that the two share their vision backbone
-        point_segmenter, point_error = load_point_segmenter(settings, backends.settings.get("sam3_dtype"))
-        share_sam3_backbone(point_segmenter, backends.segmenter)
-        return cls(settings, backends, script, None, point_segmenter, point_error)
+        factory = cls(settings, backends, script)
+        info = factory.model_info()
+        logger.info("SAM 3 (%s) and the VLM (%s) ready in %.1f s", info.sam3, info.vlm, time.perf_counter() - step)
+        step = time.perf_counter()
+        logger.info("loading SAM 3's point-prompt model (for the Correct tab)...")
+        # in SAM 3's dtype (the GPU memory plan may pick bfloat16) so that the two share their vision backbone
+        factory.point_segmenter, factory.point_error = load_point_segmenter(settings, backends.settings.get("sam3_dtype"))
+        if factory.point_segmenter is not None:
+            logger.info("point-prompt model ready in %.1f s", time.perf_counter() - step)
+        share_sam3_backbone(factory.point_segmenter, backends.segmenter)
+        logger.info("all models loaded in %.1f s", time.perf_counter() - started)
+        return factory
 
     def require_point_segmenter(self) -> PointSegmenter:
         """SAM 3's point-prompt model.
@@ -104,17 +117,22 @@ class AgentFactory(SharedObject):
         return self.point_segmenter
 
     def model_info(self) -> ModelInfo:
-        """The model names and image-token bounds the process runs with."""
+        """The model names and image-token bounds the process runs with (names only, never server file paths)."""
         backend = self.settings.backend
         record: dict[str, Any] = self.backends.settings if self.backends is not None else {}
-        vlm = str(record.get("vlm_model") or backend.vlm_server_model or backend.vlm_model or "default")
+        vlm = model_name(record.get("vlm_model") or backend.vlm_server_model or backend.vlm_model or "default")
+        sam3 = model_name(record.get("sam3_model") or backend.sam3_model or "default")
+        if backend.preset == "tiny":
+            sam3 = "tiny SAM 3, random weights"
+            if not backend.script:
+                vlm = f"tiny {backend.tiny_vlm_kind}, random weights"
         if backend.vlm_server:
             vlm = f"{vlm} at {backend.vlm_server}"
         if self.load_error:
             vlm += " (not loaded)"
         return ModelInfo(
             vlm=vlm,
-            sam3=str(record.get("sam3_model") or backend.sam3_model or "default"),
+            sam3=sam3,
             min_pixels=str(backend.min_pixels) if backend.min_pixels else "model default",
             max_pixels=str(backend.max_pixels) if backend.max_pixels else "model default",
         )

@@ -2,7 +2,8 @@
 
 Every flag has an environment variable, so the same ``app.py`` runs locally and as a Hugging Face
 Space (where only the environment can be set). A flag given on the command line wins over its
-variable; the variable wins over the built-in default.
+variable; the variable wins over the built-in default. Nothing heavy (torch, Gradio) is imported
+before the flags are parsed, so ``python app.py --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -11,12 +12,21 @@ import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
 from ..errors import InputError
-from ..presets import BackendSettings
-from ..segmenter import DEFAULT_SCORE_THRESHOLD
+from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
+from ..masks import SCORE_THRESHOLD as DEFAULT_SCORE_THRESHOLD  # the agent's own default
 from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
+
+if TYPE_CHECKING:  # presets imports torch: loaded only once the flags are parsed, so --help is instant
+    from ..presets import BackendSettings
+
+
+def _default_backend() -> BackendSettings:
+    from ..presets import BackendSettings
+
+    return BackendSettings()
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -63,7 +73,7 @@ class AppSettings:
         host / port: where the server listens.
     """
 
-    backend: BackendSettings = field(default_factory=BackendSettings)
+    backend: BackendSettings = field(default_factory=_default_backend)
     max_rounds: int = DEFAULT_MAX_ROUNDS
     score_threshold: float = DEFAULT_SCORE_THRESHOLD
     script_piece_delay: float = 0.0
@@ -140,7 +150,8 @@ def parse_settings(
         SystemExit: bad flags (argparse prints the usage).
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # exits on --help before anything heavy is imported
+    from ..presets import BackendSettings
     env = os.environ if environ is None else environ
     converters: dict[str, Callable[[str], object]] = {
         "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
