@@ -51,7 +51,7 @@ def test_an_out_of_memory_vlm_call_fails_that_run_clearly_and_the_next_run_works
                                   "max_pixels (fewer image tokens), max_new_tokens or the verification batch size, or "
                                   f"use a smaller model ({OOM})")
     assert "OutOfMemoryError" not in trace.error and "status-failed" in page.status
-    assert warnings[-1] == f"The run failed: {trace.error}"
+    assert not warnings  # the status line says it, once: no extra pop-up
     gc.collect()
     assert held and all(ref() is None for ref in held)  # the session's slot does not pin the failed request
 
