@@ -82,8 +82,9 @@ def add_dataset_commands(commands: Any) -> None:
     evaluate.add_argument("--out", required=True, help="output folder: the batch, and the report in OUT/eval")
     evaluate.add_argument("--split", default="val", help="refcoco: which split to evaluate (default val)")
     evaluate.add_argument("--split-by", help="refcoco: which refs(SPLIT_BY).p (needed when there are several)")
-    evaluate.add_argument("--images", help="refcoco: folder of the COCO train2014 images "
-                                           "(default: ../images/mscoco/images/train2014 beside the dataset folder)")
+    evaluate.add_argument("--images", help="folder of the images: refcoco: COCO train2014 (default "
+                                           "../images/mscoco/images/train2014 beside the dataset folder); reasonseg: "
+                                           "when not beside the JSON files")
     evaluate.add_argument("--limit", type=int, help="evaluate only the first N samples")
     evaluate.add_argument("--worst", type=int, default=DEFAULT_WORST,
                           help=f"worst cases shown with overlays in the report (default {DEFAULT_WORST})")
@@ -114,7 +115,7 @@ def read_samples(args: argparse.Namespace) -> list:
     from .refcoco import read_refcoco
 
     if args.format == "reasonseg":
-        samples = read_reasonseg(args.dataset)
+        samples = read_reasonseg(args.dataset, images=args.images)
     elif args.format == "refcoco":
         samples = read_refcoco(args.dataset, split=args.split, split_by=args.split_by, images=args.images)
     else:

@@ -28,7 +28,7 @@ from ..types import Trace
 from .agents import BatchAgents
 from .items import BatchItem
 from .layout import BatchLayout
-from .runner import BatchProgress, BatchResult, execute_item
+from .runner import POLL_SECONDS, BatchProgress, BatchResult, execute_item
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +193,9 @@ def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: Bat
     try:
         submit()
         while in_flight:
-            done, _ = ray.wait(list(in_flight), num_returns=1)
-            collect(done[0])
+            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_SECONDS)
+            for ref in done:
+                collect(ref)
             submit()
     except KeyboardInterrupt:
         stopped = True

@@ -36,12 +36,12 @@ def _read_json(path: Path) -> Any:
     raise InputError(f"{path} is not a JSON file (neither UTF-8 nor cp1252 JSON)")
 
 
-def _image_of(json_path: Path) -> Path:
+def _image_of(json_path: Path, images: Path) -> Path:
     for suffix in (".jpg",) + IMAGE_SUFFIXES:
-        candidate = json_path.with_suffix(suffix)
+        candidate = images / (json_path.stem + suffix)
         if candidate.exists():
             return candidate
-    return json_path.with_suffix(".jpg")  # missing: the batch records the item as failed, naming the path
+    return images / (json_path.stem + ".jpg")  # missing: the batch records the item as failed, naming the path
 
 
 def _polygons(shapes: Any, where: str) -> tuple[Polygon, ...]:
@@ -65,8 +65,12 @@ def _polygons(shapes: Any, where: str) -> tuple[Polygon, ...]:
     return tuple(polygons)
 
 
-def read_reasonseg(folder: str | Path) -> list[EvalSample]:
+def read_reasonseg(folder: str | Path, images: str | Path | None = None) -> list[EvalSample]:
     """The samples of a ReasonSeg split folder (``NAME.json`` beside ``NAME.jpg``), in file-name order.
+
+    Args:
+        folder: the split folder.
+        images: where the images are when not beside the JSON files (``NAME.jpg``, or another image suffix).
 
     Raises:
         InputError: the folder is missing or holds no JSON file; a file is not JSON, lacks ``text`` or
@@ -89,7 +93,7 @@ def read_reasonseg(folder: str | Path) -> list[EvalSample]:
             raise InputError(f"{path}: \"text\" must be a query or a list of queries")
         truth = PolygonTruth(_polygons(data.get("shapes"), str(path)))
         query_type = "long" if bool(data.get("is_sentence", False)) else "short"
-        image = _image_of(path)
+        image = _image_of(path, Path(images) if images is not None else folder)
         for number, text in enumerate(texts, start=1):
             sample_id = path.stem if len(texts) == 1 else f"{path.stem}_{number}"
             samples.append(EvalSample(sample_id, image, image.name, text.strip(), truth, {"query_type": query_type}))

@@ -39,6 +39,9 @@ from .records import ANSWERED, ItemRecord
 logger = logging.getLogger(__name__)
 
 STOP_REASON = "stopped by the user (Ctrl-C or SIGTERM); a rerun runs this item again"
+# The main thread waits for items in slices this long, so Ctrl-C is seen within it even when the signal reached
+# another thread (a blocked wait is only interrupted in the thread the signal was delivered to).
+POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,7 @@ def run_batch(
         try:
             fill()
             while futures:
-                done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                done, _ = wait(futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 collect(done)
                 fill()
         except KeyboardInterrupt:
