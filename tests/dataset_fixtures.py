@@ -3,6 +3,7 @@ selects mask 1 (or reports no mask), over ``conftest.KnownSegmenter``'s rectangl
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from pathlib import Path
@@ -17,6 +18,23 @@ from sam3_agent.vlm.scripted import ScriptedVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 FIXTURES = Path(__file__).resolve().parent / "data" / "datasets"
+PHOTOS = ("astronaut.jpg", "coffee.jpg", "chelsea.jpg", "rocket.jpg")
+QUERIES = ("the flag", "the cup", "the cat's ear", "the rocket", "the person")
+
+
+def twenty_items(folder: Path) -> Path:
+    """The 20-item batch as a JSONL file in ``folder``: every query on every asset photo."""
+    path = folder / "items.jsonl"
+    path.write_text("".join(json.dumps({"image": str(ASSETS / p), "query": q}) + "\n" for p in PHOTOS for q in QUERIES))
+    return path
+
+
+def segment_and_select_script(folder: Path) -> Path:
+    """A script file: segment "object", then select mask 1 (two rounds per item)."""
+    path = folder / "script.json"
+    path.write_text(json.dumps({"main": [tool("segment_phrase", text_prompt="object"),
+                                         tool("select_masks_and_return", final_answer_masks=[1])]}))
+    return path
 
 
 def answer_script(phrases: dict[str, str | None]) -> Callable[[Sequence[Message]], str]:

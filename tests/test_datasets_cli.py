@@ -11,12 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ASSETS, tool
+from dataset_fixtures import ASSETS, PHOTOS, QUERIES, segment_and_select_script, twenty_items
 
 from sam3_agent.cli import build_parser, main
 
-PHOTOS = ("astronaut.jpg", "coffee.jpg", "chelsea.jpg", "rocket.jpg")
-QUERIES = ("the flag", "the cup", "the cat's ear", "the rocket", "the person")
 BACKEND_FLAGS = ("--preset", "--vlm-model", "--vlm-server", "--vlm-server-model", "--script", "--sam3-model",
                  "--tiny-vlm", "--device", "--max-rounds", "--score-threshold", "--min-pixels", "--max-pixels",
                  "--max-new-tokens", "--max-image-pixels", "--verify-batch-size", "--no-prefix-cache", "--verbose")
@@ -24,17 +22,7 @@ BACKEND_FLAGS = ("--preset", "--vlm-model", "--vlm-server", "--vlm-server-model"
 
 @pytest.fixture(scope="module")
 def script_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("script") / "script.json"
-    path.write_text(json.dumps({"main": [tool("segment_phrase", text_prompt="object"),
-                                         tool("select_masks_and_return", final_answer_masks=[1])]}))
-    return path
-
-
-def twenty_items(folder: Path) -> Path:
-    """The 20-item batch: every query on every asset photo."""
-    path = folder / "items.jsonl"
-    path.write_text("".join(json.dumps({"image": str(ASSETS / p), "query": q}) + "\n" for p in PHOTOS for q in QUERIES))
-    return path
+    return segment_and_select_script(tmp_path_factory.mktemp("script"))
 
 
 def subparser(name: str):

@@ -81,6 +81,7 @@ class _Slot:
     actor: Any
     busy: int = 0
     alive: bool = True
+    ran: int = 0
 
 
 def _error_text(error: BaseException) -> str:
@@ -188,6 +189,7 @@ def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: Bat
             slot.alive = False  # a worker that died or failed a task is not given more items
             reason = f"the Ray worker running this item failed: {_error_text(error)}"
             trace, seconds = None, time.perf_counter() - submitted
+        slot.ran += 1
         book.finished(item, layout.write_item(item, trace, seconds, reason))
 
     try:
@@ -206,6 +208,7 @@ def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: Bat
             done, _ = ray.wait(list(in_flight), num_returns=1)
             collect(done[0])
     result = book.close(stopped)
+    logger.info("items per Ray worker: %s", [slot.ran for slot in slots])
     if not stopped and book.ran < len(book.todo):
         raise BackendError(f"every Ray worker failed before the batch ended ({book.ran} of {len(book.todo)} items "
                            "ran; they are kept): run the batch again to go on")
