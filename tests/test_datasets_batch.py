@@ -187,3 +187,17 @@ def test_concurrency_below_one_is_refused(items, tmp_path):
 
     with pytest.raises(InputError, match="concurrency must be at least 1"):
         batch(items, tmp_path / "out", KnownAgents(PHRASES, DETECTIONS), concurrency=0)
+
+
+def test_an_unexpected_error_in_one_item_is_recorded_and_the_batch_goes_on(items, tmp_path):
+    class Flaky(KnownAgents):
+        def new_agent(self):
+            agent = super().new_agent()
+            if self.created == 1:
+                raise RuntimeError("the factory broke")
+            return agent
+
+    _, result = batch(items, tmp_path / "out", Flaky(PHRASES, DETECTIONS))
+    cup = json.loads((tmp_path / "out/items/cup/item.json").read_text())
+    assert (cup["status"], cup["reason"]) == ("failed", "internal error (details in the log): the factory broke")
+    assert result.summary["statuses"] == {"done": 1, "failed": 2, "no_mask": 1}

@@ -27,6 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 DETECTIONS = {"cup": [((200, 40, 420, 310), 0.9)], "rocket": [((300, 100, 345, 420), 0.9)],
               "flag": [((0, 0, 95, 340), 0.9)], "stars": [((100, 0, 200, 100), 0.9)],
               "spoon": [((10, 10, 30, 30), 0.9)]}
+REASONSEG_ANSWERS = {"the flag": "flag", "the stars and stripes behind the astronaut": "stars",
+                     "the dog lying next to the cat": None, "the cup that holds the espresso": "cup",
+                     "something that shows the launch has not happened yet": "rocket"}
 
 
 def run_eval(samples, phrases, out):
@@ -43,10 +46,7 @@ def ious(evaluation) -> dict[str, tuple[int, int]]:
 
 def test_reasonseg_fixture_gives_the_hand_computed_metrics(tmp_path):
     samples = read_reasonseg(FIXTURES / "reasonseg", images=ASSETS)
-    phrases = {"the flag": "flag", "the stars and stripes behind the astronaut": "stars",
-               "the dog lying next to the cat": None, "the cup that holds the espresso": "cup",
-               "something that shows the launch has not happened yet": "rocket"}
-    _, evaluation = run_eval(samples, phrases, tmp_path / "out")
+    _, evaluation = run_eval(samples, REASONSEG_ANSWERS, tmp_path / "out")
     assert ious(evaluation) == {
         # flag: the L-shape (24,121 px) lies inside the predicted 95 x 340 rectangle (32,300 px)
         "astronaut_1": (24121, 32300),
@@ -106,10 +106,7 @@ def test_jsonl_fixture_gives_the_hand_computed_metrics(tmp_path):
 
 def test_report_files_numbers_and_worst_case_overlays(tmp_path):
     samples = read_reasonseg(FIXTURES / "reasonseg", images=ASSETS)
-    phrases = {"the flag": "flag", "the stars and stripes behind the astronaut": "stars",
-               "the dog lying next to the cat": None, "the cup that holds the espresso": "cup",
-               "something that shows the launch has not happened yet": "rocket"}
-    layout, evaluation = run_eval(samples, phrases, tmp_path / "out")
+    layout, evaluation = run_eval(samples, REASONSEG_ANSWERS, tmp_path / "out")
     page = write_report(evaluation, samples, layout, tmp_path / "out" / "eval", worst=2)
     report = tmp_path / "out" / "eval"
     html = page.read_text()

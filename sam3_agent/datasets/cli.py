@@ -190,13 +190,13 @@ def _run_batch(items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr
     return layout, result, None
 
 
-def _report_batch(result: Any, out: str, stdout: TextIO) -> None:
+def _report_batch(result: Any, out: str, stdout: TextIO, notes: bool = True) -> None:
     summary = result.summary
     statuses = ", ".join(f"{k} {v}" for k, v in summary["statuses"].items())
     rate = f", {result.items_per_minute:.1f} items/min" if result.ran else ""
     stdout.write(f"Batch: {summary['items']} item(s): {statuses}; ran {result.ran}, skipped {result.skipped} "
                  f"already finished, {result.seconds:.1f} s{rate}\n")
-    for note in summary["notes"]:
+    for note in summary["notes"] if notes else ():
         stdout.write(f"note: {note}\n")
     stdout.write(f"Wrote {Path(out) / 'manifest.json'}, {Path(out) / 'coco.json'}, {Path(out) / 'summary.json'}\n")
 
@@ -248,7 +248,7 @@ def eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
     layout, result, status = _run_batch([s.item() for s in samples], args, stdout, stderr)
     if result is None:
         return status  # type: ignore[return-value]
-    _report_batch(result, args.out, stdout)
+    _report_batch(result, args.out, stdout, notes=False)  # the metrics below carry the notes
     evaluation = evaluate(samples, layout)
     try:
         page = write_report(evaluation, samples, layout, Path(args.out) / "eval",

@@ -7,6 +7,12 @@ answered by one ``generate_batch`` call of the model's public API, whose rows de
 the same as answering each request alone (``vlm.base.BatchVLM``'s contract), so items give the same traces
 whether they ran one at a time or side by side; only timings differ.
 
+What it costs: a shared batch decodes its rows together (one step for all), but ``generate_batch`` reuses only the
+prompt prefix common to all its rows, so requests of different items recompute the part of their prompt their own run
+had cached (the raw image and query after the system prompt). Sharing therefore pays when replies are long next to
+that part (decoding dominates: reasoning models, GPUs) and can cost more than it saves with short replies on a CPU;
+``python -m sam3_agent.datasets.bench`` measures both (see the README's Datasets section).
+
 When to answer: the first waiting request opens a window; the batch goes as soon as every item in flight
 (``client()``) is waiting, the batch holds ``max_batch`` conversations, or ``max_wait_s`` has passed (an item busy
 in SAM 3 is not waited for longer than that). Requests with different token budgets never share a batch.

@@ -58,7 +58,7 @@ class EvalSample:
 
     def item(self) -> BatchItem:
         """The batch item that runs this sample."""
-        return BatchItem(self.id, self.image, self.query, self.image_ref, dict(self.attributes))
+        return BatchItem(self.id, self.image, self.query, self.image_ref)
 
 
 # ---------------------------------------------------------------- polygons (ReasonSeg)

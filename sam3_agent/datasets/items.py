@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from ..errors import InputError
 
@@ -29,6 +29,7 @@ MAX_ID_CHARS = 200
 MAX_QUERY_CHARS = 2000  # the agent's own limit (agent.MAX_QUERY_CHARS); checked early to name the line
 _SAFE_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,12 @@ class BatchItem:
         image: path of the image file (absolute, or relative to the current folder).
         query: what to segment.
         image_ref: the image path as the input gave it (recorded in COCO ``file_name`` and the manifest).
-        extra: JSON-compatible facts carried along (e.g. an evaluation sample's split), never interpreted here.
     """
 
     id: str
     image: Path
     query: str
     image_ref: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if not self.image_ref:
@@ -96,12 +95,19 @@ def _folder_items(folder: Path, query: str) -> list[BatchItem]:
     return [BatchItem(p.name, p, query, p.name) for p in files]
 
 
-def _jsonl_items(path: Path) -> list[BatchItem]:
+def read_jsonl(path: Path, parse: Callable[[Any, str], T], what: str) -> list[T]:
+    """Parse every non-blank line of a JSONL file with ``parse(decoded object, "FILE, line N")``; the results must
+    have unique ``id`` attributes.
+
+    Raises:
+        InputError: unreadable file, a line that is not JSON, an error ``parse`` raises, a repeated id, or no line
+            at all (``what`` says what a line should hold).
+    """
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"cannot read {path}: {error}") from None
-    items: list[BatchItem] = []
+    results: list[T] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -111,14 +117,19 @@ def _jsonl_items(path: Path) -> list[BatchItem]:
             data = json.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(f"{where} is not valid JSON ({error.msg}, column {error.colno})") from None
-        item = item_from_json(data, path.parent, where)
-        if item.id in seen:
-            raise InputError(f"{where} repeats the id {item.id!r} of line {seen[item.id]}: ids must be unique")
-        seen[item.id] = number
-        items.append(item)
-    if not items:
-        raise InputError(f"{path} holds no items: write one JSON object per line with \"image\" and \"query\"")
-    return items
+        result = parse(data, where)
+        key = getattr(result, "id")
+        if key in seen:
+            raise InputError(f"{where} repeats the id {key!r} of line {seen[key]}: ids must be unique")
+        seen[key] = number
+        results.append(result)
+    if not results:
+        raise InputError(f"{path} holds nothing: write one JSON object per line with {what}")
+    return results
+
+
+def _jsonl_items(path: Path) -> list[BatchItem]:
+    return read_jsonl(path, lambda data, where: item_from_json(data, path.parent, where), '"image" and "query"')
 
 
 def item_from_json(data: Any, base: Path, where: str) -> BatchItem:

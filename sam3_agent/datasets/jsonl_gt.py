@@ -16,14 +16,13 @@ they are decoded once when the file is read, so a malformed one is reported befo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from ..masks import decode_rle
 from .ground_truth import EvalSample, RleTruth
-from .items import item_from_json
+from .items import item_from_json, read_jsonl
 
 
 def _rles(value: Any, where: str, key: str) -> tuple[dict[str, Any], ...]:
@@ -48,24 +47,9 @@ def read_jsonl_gt(path: str | Path) -> list[EvalSample]:
             malformed RLE, RLEs of different sizes, or non-string attributes (the message names the line).
     """
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read {path}: {error}") from None
-    samples: list[EvalSample] = []
-    seen: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{where} is not valid JSON ({error.msg}, column {error.colno})") from None
+
+    def parse(data: Any, where: str) -> EvalSample:
         item = item_from_json(data, path.parent, where)
-        if item.id in seen:
-            raise InputError(f"{where} repeats the id {item.id!r} of line {seen[item.id]}: ids must be unique")
-        seen[item.id] = number
         target, ignore = _rles(data.get("mask"), where, "mask"), _rles(data.get("ignore"), where, "ignore")
         sizes = {tuple(int(v) for v in r["size"]) for r in target + ignore}
         if len(sizes) > 1:
@@ -74,8 +58,7 @@ def read_jsonl_gt(path: str | Path) -> list[EvalSample]:
         attributes = data.get("attributes") or {}
         if not isinstance(attributes, dict) or not all(isinstance(v, str) for v in attributes.values()):
             raise InputError(f"{where}: \"attributes\" must be an object of strings")
-        samples.append(EvalSample(item.id, item.image, item.image_ref, item.query,
-                                  RleTruth(target, ignore, height, width), dict(attributes)))
-    if not samples:
-        raise InputError(f"{path} holds no samples: one JSON object per line with \"image\", \"query\" and \"mask\"")
-    return samples
+        return EvalSample(item.id, item.image, item.image_ref, item.query, RleTruth(target, ignore, height, width),
+                          dict(attributes))
+
+    return read_jsonl(path, parse, '"image", "query" and "mask"')

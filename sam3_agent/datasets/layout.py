@@ -116,7 +116,11 @@ class BatchLayout:
         if trace is None:
             record = failure_record(item, reason or "the run could not start", seconds)
         else:
-            save_trace(trace, folder)
-            record = record_from_trace(item, trace, seconds, TRACE_FILE)
+            try:
+                save_trace(trace, folder)
+                record = record_from_trace(item, trace, seconds, TRACE_FILE)
+            except (ValueError, TypeError) as error:  # a trace that cannot be encoded: a bug, not a full disk
+                logger.exception("the trace of item %s could not be saved", item.id)
+                record = failure_record(item, f"its trace could not be saved: {error}", seconds)
         write_json_atomic(self.record_path(item), record.to_json())
         return record

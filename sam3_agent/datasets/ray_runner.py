@@ -123,8 +123,11 @@ def run_batch_on_ray(
 
     started_here = not ray.is_initialized()
     if started_here:
+        options: dict[str, Any] = {"logging_level": logging.WARNING, **(init_options or {})}
+        if address is None and "RAY_ADDRESS" not in os.environ:
+            options.setdefault("include_dashboard", False)  # a new local Ray: no dashboard to serve
         try:
-            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, **(init_options or {}))
+            ray.init(address=address, **options)
         except (ConnectionError, RuntimeError, ValueError) as error:
             raise BackendError(f"cannot start or join Ray{f' at {address}' if address else ''}: {error}") from None
     slots: list[_Slot] = []
@@ -186,7 +189,8 @@ def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: Bat
         try:
             trace, reason, seconds = ray.get(ref)
         except ray.exceptions.RayError as error:
-            slot.alive = False  # a worker that died or failed a task is not given more items
+            if isinstance(error, ray.exceptions.RayActorError):
+                slot.alive = False  # the worker died (out of memory, node lost): it gets no more items
             reason = f"the Ray worker running this item failed: {_error_text(error)}"
             trace, seconds = None, time.perf_counter() - submitted
         slot.ran += 1

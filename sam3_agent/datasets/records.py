@@ -12,7 +12,7 @@ Layout (JSON object)::
     status      done | no_mask | max_rounds | failed | cancelled     (trace status; "failed" also without a trace)
     reason      why it failed / was cancelled / ran out of rounds (null when finished with an answer)
     rounds      rounds run; mistakes {kind: count} (``Round.error`` keys: model mistakes, "backend_error"...)
-    seconds     wall time of the item (image loading, run, writing the trace)
+    seconds     wall time of the item (loading its image and running it)
     width, height   of the image (null when it could not be read)
     trace       "trace.json" (relative to the item's folder), or null when no trace exists (image unreadable)
     masks       the final masks in COCO results form (``masks.to_coco_results``; [] for no mask or no answer)

@@ -27,7 +27,7 @@ from typing import Any, Sequence, TextIO
 from tqdm import tqdm
 
 from ..agent import AgentRun
-from ..errors import InputError
+from ..errors import InputError, Sam3AgentError
 from ..images import MAX_PIXELS, ImageSource, load_image
 from ..types import Trace
 from .agents import AgentSource
@@ -138,6 +138,17 @@ def execute_item(
         ``(trace, None)`` for a run (any status), or ``(None, reason)`` when it could not start (unreadable image,
         bad query).
     """
+    try:
+        return _execute(item, image_source, agents, stop, max_image_pixels, started_runs)
+    except Sam3AgentError as error:  # a fault of this item (e.g. a backend error before its run started)
+        return None, str(error)
+    except Exception as error:  # a bug must not stop the batch: the item is recorded as failed
+        logger.exception("item %s failed unexpectedly", item.id)
+        return None, f"internal error (details in the log): {error}"
+
+
+def _execute(item: BatchItem, image_source: ImageSource, agents: AgentSource, stop: threading.Event,
+             max_image_pixels: int, started_runs: dict[str, AgentRun] | None) -> tuple[Trace | None, str | None]:
     try:
         image = load_image(image_source, max_pixels=max_image_pixels)
     except InputError as error:
