@@ -46,7 +46,8 @@ def test_batch_writes_a_trace_and_record_per_item(items, tmp_path):
     layout, result = batch(items, tmp_path / "out", KnownAgents(PHRASES, DETECTIONS))
     assert (result.ran, result.skipped, result.stopped) == (4, 0, False)
     cup = json.loads((tmp_path / "out/items/cup/item.json").read_text())
-    assert {k: cup[k] for k in ("id", "query", "status", "reason", "rounds", "mistakes", "width", "height", "trace")} == {
+    keys = ("id", "query", "status", "reason", "rounds", "mistakes", "width", "height", "trace")
+    assert {k: cup[k] for k in keys} == {
         "id": "cup", "query": "the cup", "status": "done", "reason": None, "rounds": 2, "mistakes": {},
         "width": 600, "height": 400, "trace": "trace.json"}
     assert [(m["bbox"], m["area"], m["score"]) for m in cup["masks"]] == [([200.0, 40.0, 220.0, 270.0], 59400,

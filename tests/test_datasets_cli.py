@@ -89,7 +89,8 @@ def test_a_folder_of_images_with_one_query(tmp_path, script_file, capsys):
     assert "not an image" in summary["unanswered"][0]["reason"] or "cannot" in summary["unanswered"][0]["reason"]
     manifest = json.loads((tmp_path / "out/manifest.json").read_text())
     assert [(e["id"], e["folder"]) for e in manifest["items"]] == [
-        ("astronaut.jpg", "items/astronaut.jpg"), ("broken.png", "items/broken.png"), ("coffee.jpg", "items/coffee.jpg")]
+        ("astronaut.jpg", "items/astronaut.jpg"), ("broken.png", "items/broken.png"),
+        ("coffee.jpg", "items/coffee.jpg")]
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,8 @@ def test_reasonseg_ignore_region_wins_where_it_lies_over_the_smaller_target():
 
 
 def test_reasonseg_smaller_target_inside_ignore_is_kept():
-    truth = PolygonTruth((Polygon(((0, 0), (9, 0), (9, 9), (0, 9)), ignore=True), Polygon(((2, 2), (4, 2), (4, 4), (2, 4)))))
+    outer = Polygon(((0, 0), (9, 0), (9, 9), (0, 9)), ignore=True)
+    truth = PolygonTruth((outer, Polygon(((2, 2), (4, 2), (4, 4), (2, 4)))))
     target, ignore = truth.masks(10, 10)
     assert target.sum() == 9 and ignore.sum() == 100 - 9
 

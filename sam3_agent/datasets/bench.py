@@ -38,14 +38,16 @@ from ..bench.run import MAIN_SCRIPT, verify_response
 from ..presets import cache_dir, tiny_model_paths
 from ..segmenter import Sam3Segmenter
 from ..vlm.transformers_qwen import TransformersQwenVLM
-from .coalesce import DEFAULT_MAX_WAIT_S, CoalescingVLM
+from .coalesce import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, CoalescingVLM
 from .items import BatchItem
 from .layout import BatchLayout
 from .runner import run_batch
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PHOTOS = ("astronaut.jpg", "coffee.jpg", "chelsea.jpg", "rocket.jpg")
-DEFAULT_DECODE_STEPS = 16  # greedy steps per request (the same in both modes, so requests can share a batch)
+# Greedy steps per request (the same for every request, so requests can share a batch): a reply with brief
+# reasoning and a tool call is some tens to hundreds of tokens.
+DEFAULT_DECODE_STEPS = 64
 
 
 class BenchAgents:
@@ -100,7 +102,8 @@ def run_mode(label: str, base: TransformersQwenVLM, sam3: Sam3Segmenter, items: 
         seconds = time.perf_counter() - started
     if coalescer is not None:
         coalescer.close()
-    records = {k: (r.status, r.rounds, [m["segmentation"]["counts"] for m in r.masks]) for k, r in result.records.items()}
+    records = {k: (r.status, r.rounds, [m["segmentation"]["counts"] for m in r.masks])
+               for k, r in result.records.items()}
     usage = vlm.usage()
     # model invocations: shared batches, or each item's own calls (a verification batch is one call)
     calls = len(coalescer.batch_sizes) if coalescer is not None else sum(d.calls for d in agents.doubles)
@@ -129,10 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--vlm", choices=["tiny", "small"], default="small", help="VLM preset (default small)")
     parser.add_argument("--items", type=int, default=8, help="items per batch (default 8)")
     parser.add_argument("--concurrency", type=int, default=4, help="items in flight in the shared mode (default 4)")
-    parser.add_argument("--max-batch", type=int, default=32, help="most conversations per shared batch (default 32)")
+    parser.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH,
+                        help=f"most conversations per shared batch (default {DEFAULT_MAX_BATCH}, as batch uses)")
     parser.add_argument("--decode-steps", type=int, default=DEFAULT_DECODE_STEPS,
                         help=f"greedy steps decoded per VLM request (default {DEFAULT_DECODE_STEPS})")
-    parser.add_argument("--repeat", type=int, default=2, help="runs per mode, interleaved; the fastest counts (default 2)")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="runs per mode, interleaved; the fastest counts (default 2)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = parser.parse_args(argv)
     if min(args.items, args.concurrency, args.max_batch, args.decode_steps, args.repeat, args.threads) < 1:
@@ -160,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     best = {label: min(r, key=lambda m: m.seconds) for label, r in runs.items()}
     print(f"{args.items} items (2 x segment, examine 6 masks, select), {args.decode_steps} decode steps per request, "
           f"{args.vlm} VLM, {args.threads} torch thread(s); fastest of {args.repeat} per mode "
-          f"(all wall s: " + "; ".join(f"{k} " + ", ".join(f"{m.seconds:.2f}" for m in v) for k, v in runs.items()) + ")")
+          "(all wall s: " + "; ".join(f"{k} " + ", ".join(f"{m.seconds:.2f}" for m in v) for k, v in runs.items())
+          + ")")
     print(f"{'mode':<16}{'wall s':>9}{'items/min':>11}{'model calls':>13}{'requests':>10}{'prefill tok':>13}")
     for label, m in best.items():
         print(f"{label:<16}{m.seconds:>9.2f}{m.items_per_minute:>11.1f}{m.model_calls:>13}{m.rows:>10}"

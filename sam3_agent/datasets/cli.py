@@ -127,7 +127,9 @@ def read_samples(args: argparse.Namespace) -> list:
     return samples
 
 
-def _run_batch(items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> tuple[Any, Any, int | None]:
+def _run_batch(
+    items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
+) -> tuple[Any, Any, int | None]:
     """Prepare the output folder, load the models (locally or on Ray workers) and run the batch.
 
     Returns:
@@ -158,7 +160,8 @@ def _run_batch(items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr
         if args.ray is not None:
             from .ray_runner import run_batch_on_ray
 
-            stdout.write(f"Starting Ray{f' at {args.ray}' if args.ray else ''} and loading the models on its workers...\n")
+            where = f" at {args.ray}" if args.ray else ""
+            stdout.write(f"Starting Ray{where} and loading the models on its workers...\n")
             stdout.flush()
             result = run_batch_on_ray(items, layout, settings, config, address=args.ray or None,
                                       workers=args.ray_workers, concurrency=args.concurrency,

@@ -33,7 +33,8 @@ from ..vlm.base import StreamItem, generate_each, supports_batches
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_BATCH = 8  # conversations per shared batch; the verifications of one examine are usually 1-10
+# Conversations per shared batch: the verification batches (8 masks) of 4 items; lower --concurrency to use less memory.
+DEFAULT_MAX_BATCH = 32
 DEFAULT_MAX_WAIT_S = 0.05  # how long a request waits for others; small next to one VLM call
 
 
@@ -81,7 +82,9 @@ class CoalescingVLM:
         ValueError: ``max_batch`` below 1 or a negative ``max_wait_s``.
     """
 
-    def __init__(self, inner: object, *, max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S) -> None:
+    def __init__(
+        self, inner: object, *, max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S
+    ) -> None:
         if not supports_batches(inner):  # type: ignore[arg-type]
             raise TypeError(f"{getattr(inner, 'name', inner)!r} has no generate_batch: nothing to share")
         if max_batch < 1 or max_wait_s < 0:

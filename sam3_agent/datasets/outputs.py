@@ -127,7 +127,9 @@ def batch_summary(items: Sequence[BatchItem], records: Mapping[str, ItemRecord])
     }
 
 
-def write_dataset_files(layout: BatchLayout, items: Sequence[BatchItem], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
+def write_dataset_files(
+    layout: BatchLayout, items: Sequence[BatchItem], records: Mapping[str, ItemRecord]
+) -> dict[str, Any]:
     """Write ``coco.json``, ``summary.json`` and ``manifest.json`` (each atomically, manifest last); returns the
     summary.
 

@@ -117,6 +117,6 @@ def read_record(path: Path) -> ItemRecord | None:
         record = ItemRecord(**fields)
     except TypeError:
         return None
-    if not isinstance(record.masks, list) or not isinstance(record.mistakes, dict) or not isinstance(record.models, dict):
+    if not (isinstance(record.masks, list) and isinstance(record.mistakes, dict) and isinstance(record.models, dict)):
         return None
     return record

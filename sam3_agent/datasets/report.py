@@ -120,7 +120,8 @@ def _csv(scores: Sequence[SampleScore]) -> str:
                      "status", "rounds", "mistakes", "seconds", "attributes"])
     for s in scores:
         writer.writerow([s.id, s.query, f"{s.iou:.6f}", s.intersection, s.union, s.target_pixels, s.predicted_pixels,
-                         int(s.no_target), s.status, s.rounds, ";".join(f"{k}:{v}" for k, v in sorted(s.mistakes.items())),
+                         int(s.no_target), s.status, s.rounds,
+                         ";".join(f"{k}:{v}" for k, v in sorted(s.mistakes.items())),
                          f"{s.seconds:.3f}", ";".join(f"{k}={v}" for k, v in sorted(s.attributes.items()))])
     return buffer.getvalue()
 
@@ -173,7 +174,8 @@ def write_report(
         "title": title,
         "notes": evaluation.notes,
         "metrics": evaluation.metrics.to_json(),
-        "breakdowns": {name: {g: m.to_json() for g, m in groups.items()} for name, groups in evaluation.breakdowns.items()},
+        "breakdowns": {name: {g: m.to_json() for g, m in groups.items()}
+                       for name, groups in evaluation.breakdowns.items()},
         "unscored": [{"id": u.id, "reason": u.reason} for u in evaluation.unscored],
     }
     write_json_atomic(folder / "metrics.json", document)
