@@ -8,9 +8,9 @@ backend (``vlm.openai_server``) takes the concurrent requests as they come (vLLM
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Protocol
+from typing import Any, ContextManager, Protocol
 
 from ..agent import Agent, AgentConfig
 from ..presets import Backends, BackendSettings, build_backends
@@ -98,17 +98,3 @@ class BatchAgents:
         """End the shared-batch thread, if any."""
         if self.coalescer is not None:
             self.coalescer.close()
-
-
-class SimpleAgents:
-    """An ``AgentSource`` from a function that makes an agent (tests, library use, custom backends)."""
-
-    def __init__(self, make: Callable[[], Agent]) -> None:
-        self._make = make
-
-    def new_agent(self) -> Agent:
-        return self._make()
-
-    @contextmanager
-    def in_flight(self) -> Iterator[None]:
-        yield
