@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from .agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT, Agent, AgentConfig
+from .datasets.cli import DATASET_COMMANDS, add_dataset_commands, dataset_command
 from .errors import BackendError, InputError, Sam3AgentError
 from .images import MAX_PIXELS, load_image
 from .masks import to_coco_results
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
     export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
     export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_dataset_commands(commands)  # batch, eval (sam3_agent.datasets)
     return parser
 
 
@@ -325,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM (kill, docker stop) stops a run like Ctrl-C does, so its trace is still written.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
+        if args.command in DATASET_COMMANDS:
+            return dataset_command(args, sys.stdout, sys.stderr)
         return run_command(args, sys.stdout, sys.stderr)
     except KeyboardInterrupt:  # before the run started (e.g. while models load): nothing to save
         sys.stderr.write("error: stopped by the user before the run started\n")
