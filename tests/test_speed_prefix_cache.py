@@ -17,7 +17,7 @@ from sam3_agent.render import render_numbered_overlay
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.types import Generation, ImagePart, Message, TextPart
 from sam3_agent.vlm.base import generate
-from sam3_agent.vlm.kv_prefix import ImageSpan, TokenSequence, common_prefix_length
+from sam3_agent.engine.kv_prefix import ImageSpan, TokenSequence, common_prefix_length
 from sam3_agent.vlm.transformers_qwen import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_MIN_PIXELS,
@@ -251,7 +251,7 @@ def test_model_failures_on_the_cached_path_become_backend_errors(plain, images, 
 
 
 def test_preprocessed_inputs_equal_the_processors(plain, images):
-    from sam3_agent.vlm.qwen_inputs import PreprocessedImages, TextIds, encode_messages
+    from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages
     from sam3_agent.vlm.transformers_qwen import to_chat
 
     cache, texts = PreprocessedImages(), TextIds()
@@ -286,7 +286,7 @@ def test_unset_bounds_take_the_tighter_of_checkpoint_and_defaults():
 
 
 def test_text_id_cache_is_bounded_by_entries_and_characters():
-    from sam3_agent.vlm.qwen_inputs import TextIds
+    from sam3_agent.engine.qwen_inputs import TextIds
 
     calls = []
 

@@ -25,13 +25,13 @@ import torch
 from ..errors import BackendError, InputError
 from ..types import Generation, ImagePart, Message, TextPart
 from .base import StreamItem
-from .kv_prefix import (
+from ..engine.kv_prefix import (
     DEFAULT_PREFIX_CACHE_BYTES,
     DEFAULT_PREFIX_CACHE_ENTRIES,
     PrefixCacheStats,
     PrefixCacheStore,
 )
-from .qwen_decode import (
+from ..engine.qwen_decode import (
     CachedDecoder,
     DecodeCounters,
     EncodedRequest,
@@ -39,14 +39,14 @@ from .qwen_decode import (
     encode_request,
     supports_config,
 )
-from .qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
+from ..engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
 from .qwen_load import (
     DEFAULT_VLM_MODEL,  # noqa: F401  (re-exported: the model id users see)
     check_local_folder,
     generation_error_message,
     load_error_message,
 )
-from .usage import UsageCounter, VLMUsage
+from ..engine.usage import UsageCounter, VLMUsage
 
 logger = logging.getLogger(__name__)
 
