@@ -172,8 +172,8 @@ def test_a_different_image_reuses_only_the_text_before_it(plain, images):
 def test_system_prompts_are_computed_once_per_model_and_pinned(plain, images):
     cached = cached_twin(plain)
     computed = cached.prefill_system_prompts([PROMPTS.main_system, PROMPTS.verify_system])
-    main_turn = cached._system_turn_ids(system())
-    verify_turn = cached._system_turn_ids(Message("system", (TextPart(PROMPTS.verify_system),)))
+    main_turn = cached._engine.system_turn_ids(PROMPTS.main_system)
+    verify_turn = cached._engine.system_turn_ids(PROMPTS.verify_system)
     shared = 0
     while main_turn[shared] == verify_turn[shared]:
         shared += 1  # "<|im_start|>system\n..." is computed once too

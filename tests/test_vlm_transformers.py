@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
+from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.tiny.qwen import MARKER_FILE, build_tiny_qwen
 from sam3_agent.types import Generation, ImagePart, Message, TextPart
@@ -41,7 +42,7 @@ def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def qwen3(tiny_dirs) -> TransformersQwenVLM:
-    return TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_new_tokens=12)
+    return TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_new_tokens=12, sampling=GREEDY)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def test_max_new_tokens_reached_gives_finish_reason_length(qwen3, coffee):
 
 
 def test_end_of_turn_token_gives_finish_reason_stop(tiny_dirs, coffee):
-    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]))
+    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), sampling=GREEDY)
     # all logits equal -> greedy picks the lowest id, 0 = <|endoftext|>, one of the model's end tokens
     with torch.no_grad():
         vlm.model.lm_head.weight.zero_()

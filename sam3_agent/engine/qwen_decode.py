@@ -37,6 +37,7 @@ import torch
 from PIL import Image
 
 from ..images import image_digest
+from .sampling import GREEDY, Sampling, TokenChooser
 from .kv_prefix import (
     ImageSpan,
     KVLayers,
@@ -216,9 +217,11 @@ class CachedDecoder:
     # ------------------------------------------------------------------ public
 
     def run(
-        self, requests: Sequence[EncodedRequest], limit: int, stop: StopFlag, counters: DecodeCounters
+        self, requests: Sequence[EncodedRequest], limit: int, stop: StopFlag, counters: DecodeCounters,
+        sampling: Sampling = GREEDY,
     ) -> Generator[list[int | None], None, list[RowResult]]:
-        """Decode greedily; yields each step's new token per row (``None`` for rows already ended).
+        """Decode under ``sampling`` (one seeded chooser per row); yields each step's new token per row (``None``
+        for rows already ended).
 
         Returns (as the generator's value) one ``RowResult`` per request. ``finish_reason`` is
         ``"stop"`` (an end-of-turn token), ``"length"`` (``limit`` tokens) or ``"cancelled"``
@@ -233,16 +236,17 @@ class CachedDecoder:
         logits, mask, cache = self._prefill(requests, prefix, start, counters)
         rows = [RowResult() for _ in requests]
         histories = [r.tokens.ids.tolist() for r in requests] if self._penalty is not None else []
+        choosers = [TokenChooser(sampling, r.tokens.ids.tolist()) for r in requests]
         next_index = [len(r) for r in requests]
         device = logits.device
         for step in range(limit):
-            chosen = self._choose(logits, histories)
+            logits = self._penalised(logits, histories)
             emitted: list[int | None] = []
             for i, row in enumerate(rows):
                 if row.finish_reason == "stop":
                     emitted.append(None)
                     continue
-                token = chosen[i]
+                token = choosers[i].choose(logits[i : i + 1])
                 row.output_ids.append(token)
                 if histories:
                     histories[i].append(token)
@@ -418,14 +422,15 @@ class CachedDecoder:
         )
         return output.logits[:, -1, :].float()
 
-    def _choose(self, logits: torch.Tensor, histories: list[list[int]]) -> list[int]:
-        """Greedy choice per row, after the repetition penalty over the row's tokens so far (as ``generate``)."""
-        if self._penalty is not None:
-            logits = logits.clone()
-            for i, history in enumerate(histories):
-                ids = torch.tensor([history], device=logits.device)
-                logits[i : i + 1] = self._penalty(ids, logits[i : i + 1])
-        return logits.argmax(dim=-1).tolist()
+    def _penalised(self, logits: torch.Tensor, histories: list[list[int]]) -> torch.Tensor:
+        """``logits`` after the repetition penalty over each row's tokens so far (as ``generate`` applies it)."""
+        if self._penalty is None:
+            return logits
+        logits = logits.clone()
+        for i, history in enumerate(histories):
+            ids = torch.tensor([history], device=logits.device)
+            logits[i : i + 1] = self._penalty(ids, logits[i : i + 1])
+        return logits
 
 
 def _pad_suffix(states: torch.Tensor, start: int, pad: int) -> torch.Tensor:
