@@ -49,7 +49,7 @@ from .kv_prefix import (
 
 logger = logging.getLogger(__name__)
 
-# Generation-config fields that add a logits processor to greedy decoding, with their neutral values.
+# Generation-config fields that add a logits processor or a stopping rule to decoding, with their neutral values.
 _UNSUPPORTED_NEUTRAL: dict[str, Any] = {
     "guidance_scale": (None, 1, 1.0),
     "sequence_bias": (None,),
@@ -66,11 +66,13 @@ _UNSUPPORTED_NEUTRAL: dict[str, Any] = {
     "suppress_tokens": (None,),
     "begin_suppress_tokens": (None,),
     "watermarking_config": (None,),
+    "stop_strings": (None,),
 }
 
 
 def supports_config(generation_config: Any) -> bool:
-    """True when greedy decoding under ``generation_config`` needs nothing but an optional repetition penalty."""
+    """True when decoding under ``generation_config`` needs nothing but an optional repetition penalty, its
+    end-of-turn tokens and ``sampling.TokenChooser`` (Qwen's released configs need nothing else)."""
     for name, neutral in _UNSUPPORTED_NEUTRAL.items():
         value = getattr(generation_config, name, None)
         if not any(value is n or value == n for n in neutral):

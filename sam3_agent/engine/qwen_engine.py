@@ -431,6 +431,7 @@ class QwenEngine:
                         top_p=None,
                         top_k=None,
                         logits_processor=processors,
+                        tokenizer=self.processor.tokenizer,  # for stop strings a generation config may set
                         stopping_criteria=StoppingCriteriaList([EventStopper(stop, abandoned)]),
                     )
             except BaseException as exc:  # re-raised in the caller's thread
