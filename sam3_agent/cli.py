@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from .agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT, Agent, AgentConfig
+from .engine.decoding import DecodingOverrides
 from .errors import BackendError, InputError, Sam3AgentError
 from .images import MAX_PIXELS, load_image
 from .masks import to_coco_results
@@ -68,13 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
     run.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
+    run.add_argument("--max-new-tokens", type=int,
+                     help="token budget of each main VLM call (default per model: 2048, Thinking models 8192)")
+    run.add_argument("--verify-max-new-tokens", type=int,
+                     help="token budget of each mask verification (default per model: 512, Thinking models 4096)")
+    run.add_argument("--decoding", choices=["sample", "greedy"],
+                     help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
+    run.add_argument("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
+    run.add_argument("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
+    run.add_argument("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
+    run.add_argument("--seed", type=int, help="seed of sampled decoding (default 0): the same seed repeats a run")
     run.add_argument("--max-image-pixels", type=int, default=MAX_PIXELS,
                      help=f"refuse input images with more pixels than this (default {MAX_PIXELS:,})")
     run.add_argument("--verify-batch-size", type=int, default=8,
                      help="masks verified per batched VLM call (1: one by one; same verdicts either way)")
     run.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
-                     help="recompute every prompt in full (same output, slower; saves the KV caches' memory)")
+                     help="recompute every prompt in full with transformers' generate (same output on CPU in float32, "
+                          "slower; saves the KV caches' memory)")
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
     export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
@@ -174,6 +185,18 @@ def prepare_out_dir(out: Path) -> None:
         ) from None
 
 
+def decoding_overrides(args: argparse.Namespace) -> DecodingOverrides:
+    """The decoding flags as ``engine.decoding.DecodingOverrides`` (``None`` where not given)."""
+    return DecodingOverrides(
+        greedy=None if args.decoding is None else args.decoding == "greedy",
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+        verify_max_new_tokens=args.verify_max_new_tokens,
+    )
+
+
 def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     settings = BackendSettings(
         preset=args.preset,
@@ -188,6 +211,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         max_new_tokens=args.max_new_tokens,
         tiny_vlm_kind=args.tiny_vlm,
         prefix_cache=args.prefix_cache,
+        decoding=decoding_overrides(args),
     )
     out = Path(args.out)
     try:

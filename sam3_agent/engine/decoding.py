@@ -178,6 +178,16 @@ def model_decoding(generation_config: Any, model_type: str, thinking: bool) -> M
     )
 
 
+def check_overrides(overrides: DecodingOverrides) -> None:
+    """Refuse inconsistent or out-of-range overrides before any model is loaded.
+
+    Raises:
+        ValueError: what ``apply_overrides`` would refuse (the message names the value).
+    """
+    probe = ModelDecoding(DecodingSettings(1, GREEDY), DecodingSettings(1, GREEDY), False, "other", "check")
+    apply_overrides(probe, overrides)
+
+
 def apply_overrides(defaults: ModelDecoding, overrides: DecodingOverrides) -> ModelDecoding:
     """``defaults`` with what ``overrides`` sets.
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
+from ..engine.decoding import DecodingOverrides
 from ..errors import InputError
 from ..presets import BackendSettings
 from ..segmenter import DEFAULT_SCORE_THRESHOLD
@@ -37,6 +38,12 @@ ENVIRONMENT: dict[str, str] = {
     "min_pixels": "SAM3_AGENT_MIN_PIXELS",
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
+    "verify_max_new_tokens": "SAM3_AGENT_VERIFY_MAX_NEW_TOKENS",
+    "decoding": "SAM3_AGENT_DECODING",
+    "temperature": "SAM3_AGENT_TEMPERATURE",
+    "top_p": "SAM3_AGENT_TOP_P",
+    "top_k": "SAM3_AGENT_TOP_K",
+    "seed": "SAM3_AGENT_SEED",
     "prefix_cache": "SAM3_AGENT_PREFIX_CACHE",
     "concurrency": "SAM3_AGENT_CONCURRENCY",
     "host": "GRADIO_SERVER_NAME",
@@ -87,7 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--score-threshold", type=float, help=f"default SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    add("--max-new-tokens", type=int, help="token budget of each VLM call")
+    add("--max-new-tokens", type=int, help="token budget of each main VLM call (default per model: 2048, Thinking 8192)")
+    add("--verify-max-new-tokens", type=int,
+        help="token budget of each mask verification (default per model: 512, Thinking 4096)")
+    add("--decoding", choices=["sample", "greedy"],
+        help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
+    add("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
+    add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
+    add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
+    add("--seed", type=int, help="seed of sampled decoding (default 0): the same seed repeats a run")
     add("--prefix-cache", choices=["on", "off"],
         help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, slower, less memory)")
     add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
@@ -131,6 +146,7 @@ def parse_settings(
     converters: dict[str, Callable[[str], object]] = {
         "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
         "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float,
+        "verify_max_new_tokens": int, "temperature": float, "top_p": float, "top_k": int, "seed": int,
     }
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     values: dict[str, object] = {}
@@ -159,6 +175,14 @@ def parse_settings(
         max_new_tokens=values["max_new_tokens"],  # type: ignore[arg-type]
         tiny_vlm_kind=pick("tiny_vlm", "qwen3_vl"),  # type: ignore[arg-type]
         prefix_cache=pick("prefix_cache", "on") == "on",
+        decoding=DecodingOverrides(
+            greedy=None if values["decoding"] is None else values["decoding"] == "greedy",
+            temperature=values["temperature"],  # type: ignore[arg-type]
+            top_p=values["top_p"],  # type: ignore[arg-type]
+            top_k=values["top_k"],  # type: ignore[arg-type]
+            seed=values["seed"],  # type: ignore[arg-type]
+            verify_max_new_tokens=values["verify_max_new_tokens"],  # type: ignore[arg-type]
+        ),
     )
     settings = AppSettings(
         backend=backend,
