@@ -1,9 +1,22 @@
-"""Greedy decoding of Qwen2.5-VL / Qwen3-VL that reuses prompt-prefix KV caches and runs requests in batches.
+"""Decoding of Qwen2.5-VL / Qwen3-VL that reuses prompt-prefix KV caches and runs requests in batches.
 
 ``transformers``' ``generate`` recomputes a whole prompt on every call. ``CachedDecoder`` runs the
 model's forward itself: it starts each request from the longest prefix it shares with an entry of
 a ``PrefixCacheStore`` (system prompt, raw image, query...), runs only the rest of the prompt, and
-decodes greedily; several requests run as one batch after their common prefix.
+decodes (greedy or seeded sampling, ``sampling.TokenChooser``); several requests run as one batch after
+their common prefix.
+
+Why this is hand-written rather than ``generate`` (5.24):
+- ``generate`` can continue from a copied prefix cache only when the prefix holds no image: with an image
+  in the prefix it feeds every image's pixels again while running only the uncached tokens ("Image
+  features and image tokens do not match"), and passing only the new images breaks its 3-D position
+  index, which needs every image's grid. Every request of a run after its first has the raw image in its
+  reusable prefix (tests/test_engine_conformance.py keeps checking that this still fails).
+- Left-padded batched ``generate`` pads every row in front of its whole prompt, so the rows cannot start
+  from one shared prefix: each row would run the system prompt and raw image again (the benchmark counts
+  the prompt tokens this saves).
+- The decode loop itself: the benchmark's ablation row ("own decode loop, no cache") measures what it
+  gains or loses against ``generate`` on its own.
 
 Two things make this exact:
 - Qwen-VL's rotary positions are 3-D (mrope): image tokens take (t, h, w) grid positions and the
@@ -21,9 +34,10 @@ Two things make this exact:
   as one batch on the 2-core dev machine); a decode step reads every weight for one token, so running
   the rows' steps together is where batching pays.
 
-Greedy choices equal ``generate(do_sample=False)``'s, including the generation config's
-repetition penalty (the only logits processor Qwen's configs use); ``supports_config`` says when a
-config asks for something else, and the caller then uses ``generate``.
+Token choices equal ``generate``'s, including the generation config's repetition penalty (the only logits
+processor Qwen's configs use) and seeded sampling (``sampling.SampleAsLogits`` makes ``generate`` draw the
+same way); ``supports_config`` says when a config asks for something else (another processor, stop
+strings), and the caller then uses ``generate``.
 """
 
 from __future__ import annotations
@@ -37,7 +51,6 @@ import torch
 from PIL import Image
 
 from ..images import image_digest
-from .sampling import GREEDY, Sampling, TokenChooser
 from .kv_prefix import (
     ImageSpan,
     KVLayers,
@@ -46,6 +59,7 @@ from .kv_prefix import (
     clip_to_image_start,
     common_prefix_length,
 )
+from .sampling import GREEDY, Sampling, TokenChooser
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +207,7 @@ class RowResult:
 
 
 class CachedDecoder:
-    """Greedy decoding with prefix reuse (``store``) and batching, for one loaded Qwen-VL model.
+    """Decoding with prefix reuse (``store``) and batching, for one loaded Qwen-VL model.
 
     Not thread-safe by itself: the caller serialises calls (``TransformersQwenVLM`` holds its lock).
 
