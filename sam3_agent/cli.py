@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-image-pixels", type=int, default=MAX_PIXELS,
                      help=f"refuse input images with more pixels than this (default {MAX_PIXELS:,})")
     run.add_argument("--verify-batch-size", type=int, default=8,
-                     help="masks verified per batched VLM call (1: one by one; same verdicts either way)")
+                     help="masks verified per batched VLM call (1: one by one; same verdicts either way, verified "
+                          "on CPU in float32)")
     run.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
                      help="recompute every prompt in full with transformers' generate (same output on CPU in float32, "
                           "slower; saves the KV caches' memory)")

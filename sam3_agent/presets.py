@@ -67,7 +67,8 @@ class BackendSettings:
         max_new_tokens: token budget of each main VLM call (``None``: the model's default, see
             ``engine.decoding``; the tiny preset: ``TINY_MAX_NEW_TOKENS``).
         tiny_vlm_kind: which tiny VLM architecture the ``tiny`` preset uses.
-        prefix_cache: reuse prompt-prefix KV caches in the local VLM (same output; off saves its memory).
+        prefix_cache: reuse prompt-prefix KV caches in the local VLM (same output, verified on CPU in float32;
+            off saves its memory).
         decoding: sampling, seed and verification budget asked for instead of the local model's defaults
             (``engine.decoding.DecodingOverrides``; its own ``max_new_tokens`` is ignored: use the field above).
     """
