@@ -14,7 +14,6 @@ exhausted; 130 stopped (Ctrl-C). Failures print one line on stderr.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import signal
@@ -23,17 +22,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from .agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT, Agent, AgentConfig
+from .agent import Agent
 from .datasets.cli import DATASET_COMMANDS, add_dataset_commands, dataset_command
 from .errors import BackendError, InputError, Sam3AgentError
-from .images import MAX_PIXELS, load_image
+from .images import load_image
 from .masks import to_coco_results
+from .model_flags import add_model_arguments, agent_config, backend_settings, with_planned_batch
 from .parsing import parse_response
-from .presets import BackendSettings, build_backends
+from .presets import build_backends
 from .render import render_numbered_overlay
 from .trace_io import save_trace
 from .vlm.image_fit import ImageLimits, check_photo
-from .vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
 from .types import (
     Event,
     MaskVerdictReady,
@@ -45,7 +44,6 @@ from .types import (
     ToolStarted,
     Trace,
 )
-from .verify import DEFAULT_VERIFY_BATCH_SIZE
 
 EXIT_OK, EXIT_INPUT, EXIT_BACKEND, EXIT_BUDGET, EXIT_STOPPED = 0, 2, 3, 4, 130
 EXCERPT_CHARS = 160
@@ -58,37 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--image", required=True, help="path of the photo (JPEG, PNG, WebP, TIFF...)")
     run.add_argument("--query", required=True, help='what to segment, e.g. "the leftmost child in a blue vest"')
     run.add_argument("--out", required=True, help="output folder (created if needed)")
-    run.add_argument("--preset", choices=["real", "tiny"], default="real",
-                     help="real: Hub models (default); tiny: random tiny models, offline (code paths only)")
-    run.add_argument("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder (default Qwen/Qwen3-VL-8B-Instruct)")
-    run.add_argument("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-    run.add_argument("--vlm-server-model", help="model name on that server")
-    for name, what in (("connect-timeout", "to connect to the server"),
-                       ("read-timeout", "of silence allowed while the server answers"),
-                       ("deadline", "for one whole server call, retries included")):
-        key = name.split("-")[0]
-        run.add_argument(f"--vlm-server-{name}", type=float, metavar="S",
-                         help=f"seconds {what} (default ${TIMEOUT_ENVIRONMENT[key]} or {getattr(ServerTimeouts(), key):g})")
-    run.add_argument("--script", help="JSON file of VLM responses to replay instead of a model")
-    run.add_argument("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
-    run.add_argument("--sam3-dtype", choices=["float32", "bfloat16"],
-                     help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
-    run.add_argument("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
-                     help="architecture of the tiny VLM (with --preset tiny)")
-    run.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
-    run.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS,
-                     help=f"round budget, 1 to {MAX_ROUNDS_LIMIT} (default {DEFAULT_MAX_ROUNDS})")
-    run.add_argument("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
-    run.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
-    run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
-    run.add_argument("--max-image-pixels", type=int, default=MAX_PIXELS,
-                     help=f"refuse input images with more pixels than this (default {MAX_PIXELS:,})")
-    run.add_argument("--verify-batch-size", type=int,
-                     help="masks verified per batched VLM call (1: one by one; same verdicts either way; default 8, "
-                          "fewer on a small GPU)")
-    run.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
-                     help="recompute every prompt in full (same output, slower; saves the KV caches' memory)")
+    add_model_arguments(run)
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
     export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
@@ -190,33 +158,13 @@ def prepare_out_dir(out: Path) -> None:
 
 
 def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    settings = BackendSettings(
-        preset=args.preset,
-        vlm_model=args.vlm_model,
-        vlm_server=args.vlm_server,
-        vlm_server_model=args.vlm_server_model,
-        script=args.script,
-        sam3_model=args.sam3_model,
-        device=args.device,
-        min_pixels=args.min_pixels,
-        max_pixels=args.max_pixels,
-        max_new_tokens=args.max_new_tokens,
-        tiny_vlm_kind=args.tiny_vlm,
-        prefix_cache=args.prefix_cache,
-        vlm_server_connect_timeout=args.vlm_server_connect_timeout,
-        vlm_server_read_timeout=args.vlm_server_read_timeout,
-        vlm_server_deadline=args.vlm_server_deadline,
-        sam3_dtype=args.sam3_dtype,
-    )
+    settings = backend_settings(args)
     out = Path(args.out)
     try:
         image = load_image(args.image, max_pixels=args.max_image_pixels)
         check_photo(image, ImageLimits.with_bounds(args.min_pixels, args.max_pixels))  # before any model loads
         prepare_out_dir(out)
-        config = AgentConfig(
-            max_rounds=args.max_rounds, score_threshold=args.score_threshold,
-            verify_batch_size=args.verify_batch_size or DEFAULT_VERIFY_BATCH_SIZE,
-        )
+        config = agent_config(args)
         if not args.query.strip():
             raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
     except InputError as error:
@@ -227,8 +175,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         stdout.flush()
         loaded = time.perf_counter()
         backends = build_backends(settings)
-        if args.verify_batch_size is None:  # the GPU memory plan's (smaller on a small GPU)
-            config = dataclasses.replace(config, verify_batch_size=backends.settings["verify_batch_size"])
+        config = with_planned_batch(config, args, backends.settings)  # smaller on a small GPU
         stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
     except InputError as error:
         stderr.write(f"error: {error}\n")

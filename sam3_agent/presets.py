@@ -17,10 +17,11 @@ import logging
 import os
 import threading
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .engine.decoding import DecodingOverrides, apply_overrides, check_overrides
 from .errors import InputError
 from .hub import check_model_source
 from .gpu_memory import (
@@ -42,6 +43,7 @@ logger = logging.getLogger(__name__)
 Preset = Literal["real", "tiny"]
 TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl"]
 TINY_MAX_NEW_TOKENS = 48  # random weights ramble; keep tiny runs short
+SERVER_MAX_NEW_TOKENS = 1024  # token budget of a server's calls unless asked (the server applies its own sampling)
 _build_lock = threading.Lock()
 
 
@@ -77,14 +79,18 @@ class BackendSettings:
         sam3_model: Hugging Face id or local folder of SAM 3 (``real`` preset).
         device: ``"cuda"``, ``"cpu"`` or ``None`` (CUDA when available).
         min_pixels / max_pixels: bounds on the pixels of each image given to the VLM (local or server).
-        max_new_tokens: token budget of each VLM call (``None``: backend default).
+        max_new_tokens: token budget of each main VLM call (``None``: the model's default, see
+            ``engine.decoding``; the tiny preset: ``TINY_MAX_NEW_TOKENS``).
         vlm_server_connect_timeout / vlm_server_read_timeout / vlm_server_deadline: seconds to connect to the
             server, of silence allowed while it answers, and for a whole call (``None``: the environment
             variables of ``openai_server.TIMEOUT_ENVIRONMENT``, else ``ServerTimeouts``' defaults).
         tiny_vlm_kind: which tiny VLM architecture the ``tiny`` preset uses.
-        prefix_cache: reuse prompt-prefix KV caches in the local VLM (same greedy output; off saves its memory).
+        prefix_cache: reuse prompt-prefix KV caches in the local VLM (same output, verified on CPU in float32;
+            off saves its memory).
         sam3_dtype: ``"float32"`` or ``"bfloat16"`` for SAM 3 and its point model (``None``: float32, or what the
             GPU memory plan picks on a small GPU, see ``gpu_memory``).
+        decoding: sampling, seed and verification budget asked for instead of the local model's defaults
+            (``engine.decoding.DecodingOverrides``; its own ``max_new_tokens`` is ignored: use the field above).
     """
 
     preset: Preset = "real"
@@ -104,6 +110,7 @@ class BackendSettings:
     vlm_server_read_timeout: float | None = None
     vlm_server_deadline: float | None = None
     sam3_dtype: str | None = None
+    decoding: DecodingOverrides = DecodingOverrides()
 
 
 @dataclass(frozen=True)
@@ -118,15 +125,38 @@ class Backends:
 
 @functools.lru_cache(maxsize=4)
 def _local_vlm(model: str, device: str | None, min_pixels: int | None, max_pixels: int | None,
-               max_new_tokens: int, prefix_cache: bool = True, prefix_cache_bytes: int | None = None) -> VLM:
+               prefix_cache: bool = True, prefix_cache_bytes: int | None = None) -> Any:
     from .vlm.transformers_qwen import TransformersQwenVLM
 
     check_model_source(model, "VLM")
     bound = {} if prefix_cache_bytes is None else {"prefix_cache_bytes": prefix_cache_bytes}
     return TransformersQwenVLM.from_pretrained(
-        model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, max_new_tokens=max_new_tokens,
-        prefix_cache=prefix_cache, **bound,
+        model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, prefix_cache=prefix_cache, **bound,
     )
+
+
+def _decoding_views(loaded: Any, settings: BackendSettings, tiny: bool) -> tuple[VLM, VLM, dict[str, Any]]:
+    """The main and verification views of a loaded local VLM under the model's defaults and the settings'
+    overrides, and their trace record.
+
+    Raises:
+        InputError: inconsistent or out-of-range decoding values (the message names them).
+    """
+    overrides = replace(settings.decoding, max_new_tokens=settings.max_new_tokens)
+    if tiny:  # random weights ramble: keep tiny runs short unless asked otherwise
+        overrides = replace(
+            overrides,
+            max_new_tokens=overrides.max_new_tokens or TINY_MAX_NEW_TOKENS,
+            verify_max_new_tokens=overrides.verify_max_new_tokens or TINY_MAX_NEW_TOKENS,
+        )
+    try:
+        resolved = apply_overrides(loaded.defaults, overrides)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    main, verifier = loaded.with_decoding(resolved.main), loaded.with_decoding(resolved.verify)
+    record = {"main": main.decoding_record(), "verify": verifier.decoding_record(), "thinking": resolved.thinking,
+              "sampling_source": resolved.source}
+    return main, verifier, record
 
 
 @functools.lru_cache(maxsize=4)
@@ -196,6 +226,15 @@ def build_backends(settings: BackendSettings) -> Backends:
     if len(sources) > 1:
         raise InputError("choose one VLM: a server URL or a script file, not both")
 
+    try:
+        check_overrides(replace(settings.decoding, max_new_tokens=settings.max_new_tokens))
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    if settings.decoding.sets_sampling() and (settings.vlm_server or settings.script):
+        raise InputError(
+            "--decoding, --temperature, --top-p, --top-k and --seed apply to a local model (--vlm-model): "
+            "a server decodes with its own settings, a script replays its text"
+        )
     record: dict[str, Any] = {"preset": settings.preset, "device": settings.device}
     if settings.preset == "tiny":
         sam3_path, vlm_path = tiny_model_paths(settings.tiny_vlm_kind)
@@ -204,7 +243,7 @@ def build_backends(settings: BackendSettings) -> Backends:
     else:
         sam3_id = settings.sam3_model or DEFAULT_SAM3_MODEL
         vlm_id = settings.vlm_model or DEFAULT_VLM_MODEL
-        max_new_tokens = settings.max_new_tokens or 1024
+        max_new_tokens = settings.max_new_tokens or SERVER_MAX_NEW_TOKENS
     sam3_dtype(settings.sam3_dtype)  # an unknown dtype is refused before anything loads
     plan = memory_plan(settings, vlm_id)
     dtype = settings.sam3_dtype or (plan.sam3_dtype if plan else "float32")
@@ -248,9 +287,10 @@ def build_backends(settings: BackendSettings) -> Backends:
         record["max_pixels"] = vlm.image_limits.max_pixels
     else:
         max_pixels = settings.max_pixels or (plan.max_pixels if plan else None)
-        vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, max_pixels, max_new_tokens,
-                         settings.prefix_cache, plan.prefix_cache_bytes if plan else None)
-        verifier = vlm
+        loaded = _local_vlm(vlm_id, settings.device, settings.min_pixels, max_pixels, settings.prefix_cache,
+                            plan.prefix_cache_bytes if plan else None)
+        vlm, verifier, record["decoding"] = _decoding_views(loaded, settings, settings.preset == "tiny")
+        max_new_tokens = record["decoding"]["main"]["max_new_tokens"]
         if not on_zero_gpu():
             cache_system_prompts(vlm)
         record["vlm_model"] = vlm_id

@@ -10,7 +10,8 @@ recorded, and the other masks are still verified.
 
 The calls are independent, so a backend that supports batches (``vlm.base.BatchVLM``) answers
 ``batch_size`` of them at once; other backends, and ``batch_size=1``, verify one mask at a time.
-Greedy backends give the same verdicts either way.
+Greedy or seeded backends give the same verdicts either way (the local engine: verified on CPU in float32 by
+tests/test_engine_conformance.py).
 """
 
 from __future__ import annotations

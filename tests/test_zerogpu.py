@@ -87,7 +87,8 @@ def test_handlers_that_run_models_ask_for_a_gpu_for_as_long_as_they_need(started
 def test_the_first_request_computes_the_system_prompts_once(monkeypatch):
     """On ZeroGPU the prefill moves from start-up into the first request (in the GPU call), once per process."""
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    settings = BackendSettings(preset="tiny", device="cpu", max_new_tokens=7)  # a model of its own (lru cache)
+    # a model of its own (presets caches loaded models by model, device, pixel bounds and cache settings)
+    settings = BackendSettings(preset="tiny", device="cpu", max_pixels=200_000)
     backends = build_backends(settings)
     vlm = backends.vlm
     assert vlm.prefix_cache_stats().entries == 0

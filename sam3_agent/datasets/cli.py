@@ -27,32 +27,10 @@ DEFAULT_WORST = 8
 
 
 def _add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    # The same flags and defaults as ``run`` (sam3_agent.cli); kept in step by tests/test_datasets_cli.py.
-    from ..agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
-    from ..images import MAX_PIXELS
+    from ..model_flags import add_model_arguments  # the same flags as `run`
 
-    models = parser.add_argument_group("models (as for `run`)")
-    models.add_argument("--preset", choices=["real", "tiny"], default="real",
-                        help="real: Hub models (default); tiny: random tiny models, offline (code paths only)")
-    models.add_argument("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder")
-    models.add_argument("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-    models.add_argument("--vlm-server-model", help="model name on that server")
-    models.add_argument("--script", help="JSON file of VLM responses, replayed from the start for every item")
-    models.add_argument("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3)")
-    models.add_argument("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
-                        help="architecture of the tiny VLM (with --preset tiny)")
-    models.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
-    models.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS,
-                        help=f"round budget per item, 1 to {MAX_ROUNDS_LIMIT} (default {DEFAULT_MAX_ROUNDS})")
-    models.add_argument("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
-    models.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
-    models.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    models.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
-    models.add_argument("--max-image-pixels", type=int, default=MAX_PIXELS,
-                        help=f"record input images with more pixels than this as failed (default {MAX_PIXELS:,})")
-    models.add_argument("--verify-batch-size", type=int, default=8, help="masks verified per batched VLM call")
-    models.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
-                        help="recompute every prompt in full (same output, slower)")
+    add_model_arguments(parser.add_argument_group("models (as for `run`)"),
+                        image_limit_help="record input images with more pixels than this as failed")
     scale = parser.add_argument_group("throughput")
     scale.add_argument("--concurrency", type=int, default=1,
                        help="items in flight at once (per Ray worker with --ray); they share the local model's "
@@ -91,18 +69,6 @@ def add_dataset_commands(commands: Any) -> None:
     _add_backend_arguments(evaluate)
 
 
-def backend_settings(args: argparse.Namespace):
-    """The ``presets.BackendSettings`` the flags describe."""
-    from ..presets import BackendSettings
-
-    return BackendSettings(
-        preset=args.preset, vlm_model=args.vlm_model, vlm_server=args.vlm_server,
-        vlm_server_model=args.vlm_server_model, script=args.script, sam3_model=args.sam3_model, device=args.device,
-        min_pixels=args.min_pixels, max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens,
-        tiny_vlm_kind=args.tiny_vlm, prefix_cache=args.prefix_cache,
-    )
-
-
 def read_samples(args: argparse.Namespace) -> list:
     """The evaluation samples the ``eval`` flags name.
 
@@ -136,9 +102,10 @@ def _run_batch(
         ``(layout, result, None)``, or ``(layout or None, None, exit status)`` when it could not run.
     """
     from .. import cli
-    from ..agent import AgentConfig
     from ..errors import BackendError, InputError
     from .layout import BatchLayout
+
+    from ..model_flags import agent_config, backend_settings, with_planned_batch
 
     settings = backend_settings(args)
     progress = stderr if args.progress else None
@@ -147,8 +114,7 @@ def _run_batch(
             raise InputError(f"--concurrency must be at least 1, got {args.concurrency}")
         if args.ray_workers is not None and args.ray_workers < 1:
             raise InputError(f"--ray-workers must be at least 1, got {args.ray_workers}")
-        config = AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold,
-                             verify_batch_size=args.verify_batch_size)
+        config = agent_config(args)
         layout = BatchLayout(args.out, items)
         layout.prepare()
     except InputError as error:
@@ -174,6 +140,7 @@ def _run_batch(
             stdout.flush()
             loaded = time.perf_counter()
             agents = BatchAgents.load(settings, config, concurrency=args.concurrency)
+            agents.config = with_planned_batch(config, args, agents.backends.settings)  # smaller on a small GPU
             stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
             stdout.flush()
             try:

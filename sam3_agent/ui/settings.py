@@ -49,6 +49,12 @@ ENVIRONMENT: dict[str, str] = {
     "min_pixels": "SAM3_AGENT_MIN_PIXELS",
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
+    "verify_max_new_tokens": "SAM3_AGENT_VERIFY_MAX_NEW_TOKENS",
+    "decoding": "SAM3_AGENT_DECODING",
+    "temperature": "SAM3_AGENT_TEMPERATURE",
+    "top_p": "SAM3_AGENT_TOP_P",
+    "top_k": "SAM3_AGENT_TOP_K",
+    "seed": "SAM3_AGENT_SEED",
     "prefix_cache": "SAM3_AGENT_PREFIX_CACHE",
     "vlm_server_connect_timeout": TIMEOUT_ENVIRONMENT["connect"],
     "vlm_server_read_timeout": TIMEOUT_ENVIRONMENT["read"],
@@ -104,7 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--score-threshold", type=float, help=f"default SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    add("--max-new-tokens", type=int, help="token budget of each VLM call")
+    add("--max-new-tokens", type=int, help="token budget of each main VLM call (default per model: 2048, Thinking 8192)")
+    add("--verify-max-new-tokens", type=int,
+        help="token budget of each mask verification (default per model: 512, Thinking 4096)")
+    add("--decoding", choices=["sample", "greedy"],
+        help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
+    add("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
+    add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
+    add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
+    add("--seed", type=int, help="seed of sampled decoding (default 0): the same seed repeats a run")
     timeouts = ServerTimeouts()
     add("--vlm-server-connect-timeout", type=float, metavar="S",
         help=f"seconds to connect to the VLM server (default {timeouts.connect:g})")
@@ -113,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--vlm-server-deadline", type=float, metavar="S",
         help=f"seconds for one whole VLM server call, retries included (default {timeouts.deadline:g})")
     add("--prefix-cache", choices=["on", "off"],
-        help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, slower, less memory)")
+        help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, verified on CPU in "
+             "float32; slower, less memory)")
     add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
     add("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     add("--port", type=int, help=f"port to listen on (default {DEFAULT_PORT})")
@@ -151,12 +166,15 @@ def parse_settings(
     """
     parser = build_parser()
     args = parser.parse_args(argv)  # exits on --help before anything heavy is imported
+    from ..engine.decoding import DecodingOverrides  # torch: imported only once the flags are parsed
     from ..presets import BackendSettings
+
     env = os.environ if environ is None else environ
     converters: dict[str, Callable[[str], object]] = {
         "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
         "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float,
         "vlm_server_connect_timeout": float, "vlm_server_read_timeout": float, "vlm_server_deadline": float,
+        "verify_max_new_tokens": int, "temperature": float, "top_p": float, "top_k": int, "seed": int,
     }
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     values: dict[str, object] = {}
@@ -189,6 +207,14 @@ def parse_settings(
         vlm_server_read_timeout=values["vlm_server_read_timeout"],  # type: ignore[arg-type]
         vlm_server_deadline=values["vlm_server_deadline"],  # type: ignore[arg-type]
         sam3_dtype=values["sam3_dtype"],  # type: ignore[arg-type]
+        decoding=DecodingOverrides(
+            greedy=None if values["decoding"] is None else values["decoding"] == "greedy",
+            temperature=values["temperature"],  # type: ignore[arg-type]
+            top_p=values["top_p"],  # type: ignore[arg-type]
+            top_k=values["top_k"],  # type: ignore[arg-type]
+            seed=values["seed"],  # type: ignore[arg-type]
+            verify_max_new_tokens=values["verify_max_new_tokens"],  # type: ignore[arg-type]
+        ),
     )
     settings = AppSettings(
         backend=backend,
