@@ -96,11 +96,13 @@ def test_a_24_gb_gpu_gets_the_reduced_settings_and_the_trace_records_them(qwen3_
     monkeypatch.setattr(presets, "free_gpu_bytes", lambda: int(23.2 * GIB))
     monkeypatch.setattr(presets, "_segmenter", lambda *args: loaded.setdefault("sam3", args) and "sam3")
     monkeypatch.setattr(presets, "_local_vlm", lambda *args: loaded.setdefault("vlm", args) and ScriptedVLM([]))
+    monkeypatch.setattr(presets, "_decoding_views", lambda vlm, *rest: (vlm, vlm, {"main": {"max_new_tokens": 7}}))
     backends = build_backends(BackendSettings(preset="real", device="cuda", vlm_model=str(qwen3_vl_8b_folder),
                                               sam3_model="facebook/sam3"))
-    # SAM 3: model, device, dtype, feature cache bytes; VLM: ..., max_pixels, ..., prefix cache bytes
+    # SAM 3: model, device, dtype, feature cache bytes; VLM: model, device, min_pixels, max_pixels, prefix cache,
+    # prefix cache bytes
     assert loaded["sam3"] == ("facebook/sam3", "cuda", "bfloat16", 256 * MIB)
-    assert loaded["vlm"][3] == 640 * 28 * 28 and loaded["vlm"][6] == 512 * MIB
+    assert loaded["vlm"][3] == 640 * 28 * 28 and loaded["vlm"][5] == 512 * MIB
     assert backends.settings["sam3_dtype"] == "bfloat16" and backends.settings["verify_batch_size"] == 2
     assert backends.settings["memory_plan"].startswith("reduced: SAM 3 in bfloat16, verification batches of 2")
     assert backends.settings["max_pixels"] == 640 * 28 * 28
@@ -111,6 +113,7 @@ def test_explicit_settings_win_over_the_plan(qwen3_vl_8b_folder, monkeypatch):
     monkeypatch.setattr(presets, "free_gpu_bytes", lambda: int(23.2 * GIB))
     monkeypatch.setattr(presets, "_segmenter", lambda *args: loaded.setdefault("sam3", args) and "sam3")
     monkeypatch.setattr(presets, "_local_vlm", lambda *args: loaded.setdefault("vlm", args) and ScriptedVLM([]))
+    monkeypatch.setattr(presets, "_decoding_views", lambda vlm, *rest: (vlm, vlm, {"main": {"max_new_tokens": 7}}))
     build_backends(BackendSettings(preset="real", device="cuda", vlm_model=str(qwen3_vl_8b_folder),
                                    sam3_model="facebook/sam3", sam3_dtype="float32", max_pixels=1000 * 28 * 28))
     assert loaded["sam3"][2] == "float32" and loaded["vlm"][3] == 1000 * 28 * 28
