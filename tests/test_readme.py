@@ -1,7 +1,7 @@
 """Every ``bash`` and ``python`` block of README.md runs as written, offline, on the tiny preset.
 
 The rule: fenced blocks whose info string is exactly ``bash`` or ``python`` are run in README order, all in one
-scratch folder that links ``assets/`` (relative paths work as in a clone) with this checkout on PYTHONPATH (as after
+scratch folder that links ``assets/`` and ``tests/`` (relative paths work as in a clone) with this checkout on PYTHONPATH (as after
 ``pip install -e .``); a later block may use what an earlier one wrote (``out/`` of the command-line run). A bash block
 runs command by command (a trailing ``\\`` continues a line; ``#`` starts a comment); a python block runs as one
 script. Blocks with any other info string (command output, plain text) are not run.
@@ -38,6 +38,19 @@ SKIPPED = {
                   "client against a local server",
     "python -m sam3_agent run --vlm-server": "talks to the vLLM server above, which needs a GPU",
     "python -m sam3_agent.smoke": "checks the real models (their weights in the Hugging Face cache) on a CUDA GPU",
+    "python -m sam3_agent.datasets.bench": "takes tens of minutes; tests/test_datasets_bench.py runs its code on the "
+                                           "tiny models",
+    "python -m sam3_agent batch --input items.jsonl": "the user's own item list; the eval example below runs a batch "
+                                                      "on the fixture dataset, tests/test_datasets_batch.py the rest",
+    "python -m sam3_agent batch --input photos/": "the user's own folder of photos; tests/test_datasets_batch.py runs "
+                                                  "folder input",
+    "CUDA_VISIBLE_DEVICES=": "a vLLM server or Ray node on a CUDA GPU",
+    "python -m sam3_agent eval --format reasonseg --dataset ReasonSeg/": "the downloaded ReasonSeg dataset; the "
+                                                                        "fixture example below runs offline",
+    "python -m sam3_agent eval --format refcoco --dataset refer/": "the downloaded RefCOCO data; tests/"
+                                                                   "test_datasets_formats.py reads the fixture",
+    "python -m sam3_agent eval --format jsonl --dataset my_gt.jsonl": "the user's own ground truth; tests/"
+                                                                      "test_datasets_formats.py reads the fixture",
 }
 
 # Offline stand-ins: (pattern, replacement, why). The real models are gated and about 20 GB; the tiny preset runs
@@ -89,6 +102,7 @@ def scratch(tmp_path_factory):
     """The folder the snippets run in, with ``assets`` linked, and their environment."""
     folder = tmp_path_factory.mktemp("readme")
     (folder / "assets").symlink_to(ROOT / "assets", target_is_directory=True)
+    (folder / "tests").symlink_to(ROOT / "tests", target_is_directory=True)  # the fixture datasets, as in a clone
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
            "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
