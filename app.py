@@ -16,13 +16,23 @@ import os
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from sam3_agent.errors import InputError
-from sam3_agent.ui.layout import create_demo, launch, use_private_cache
-from sam3_agent.ui.settings import parse_settings
+from sam3_agent.zerogpu import import_spaces  # imports neither torch nor Gradio
+
+# On a ZeroGPU Space `spaces` must come before anything that imports torch or touches CUDA; elsewhere it is absent
+# or does nothing. See sam3_agent.zerogpu.
+import_spaces()
+
+# Only light imports before the flags are parsed: `python app.py --help` answers at once; Gradio and torch
+# load afterwards (their import takes seconds to tens of seconds).
+from sam3_agent.errors import InputError  # noqa: E402
+from sam3_agent.ui.settings import parse_settings  # noqa: E402
+
+logger = logging.getLogger("app")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,10 +45,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
-    # Files this process writes (Gradio's cached uploads and results, the downloads) are removed when it exits,
-    # also on SIGTERM (docker stop, a Space restarting, kill), which ends the server like Ctrl-C.
-    atexit.register(shutil.rmtree, use_private_cache(), ignore_errors=True)
+    # SIGTERM (docker stop, a Space restarting, kill) ends the server like Ctrl-C, so the clean-up below runs.
     signal.signal(signal.SIGTERM, _stop)
+    started = time.perf_counter()
+    logger.info("starting SAM3 Agent: importing Gradio, torch and transformers...")
+    from sam3_agent.ui.layout import create_demo, launch, use_private_cache
+
+    logger.info("imported in %.1f s", time.perf_counter() - started)
+    # Files this process writes (Gradio's cached uploads and results, the downloads) are removed when it exits.
+    atexit.register(shutil.rmtree, use_private_cache(), ignore_errors=True)
     try:
         demo, handlers = create_demo(settings)
     except InputError as error:

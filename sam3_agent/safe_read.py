@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .errors import InputError, Sam3AgentError, TraceFormatError
+from .errors import InputError, Sam3AgentError, TraceFormatError, what_went_wrong
 from .images import MAX_PIXELS
 from .masks import _compressed_counts_total, decode_rle
 from .render import ZOOM_MIN_LONG_SIDE, ZOOM_SEPARATOR_WIDTH
@@ -73,7 +73,10 @@ class TraceFiles(Protocol):
 
 
 def describe(error: BaseException) -> str:
-    """What went wrong, in words a person can act on (never the exception's class name)."""
+    """What went wrong while reading a file, in words a person can act on (never the exception's class name).
+
+    File faults (zip, compression, JSON, images, memory) are said here; anything else is ``errors.what_went_wrong``.
+    """
     if isinstance(error, Sam3AgentError):
         return str(error)
     if isinstance(error, MemoryError):
@@ -96,9 +99,7 @@ def describe(error: BaseException) -> str:
         return "an image in it is not a PNG this app can read"
     if isinstance(error, OSError):
         return error.strerror or str(error) or "a file could not be read"
-    if isinstance(error, KeyError):
-        return f"a required field {error.args[0]!r} is missing" if error.args else "a required field is missing"
-    return str(error) or "its contents are not what this app writes"
+    return what_went_wrong(error)  # missing fields, short lists, wrong types: said the same way by every loader
 
 
 @contextlib.contextmanager

@@ -118,6 +118,7 @@ class _Writer:
             "zoom_view": self.image(verdict.zoom_view)["name"],
             "prompt_tokens": verdict.prompt_tokens,
             "seconds": verdict.seconds,
+            "error": verdict.error,
         }
 
     def result(self, result: ToolResult | None) -> dict[str, Any] | None:
@@ -141,6 +142,7 @@ class _Writer:
                 "images_as_text": list(r.context.images_as_text),
                 "note": r.context.note,
                 "image_count": r.context.image_count,
+                "reasons": None if r.context.reasons is None else [list(pair) for pair in r.context.reasons],
             },
             "output": r.output,
             "finish_reason": r.finish_reason,
@@ -291,6 +293,7 @@ class _Reader:
             zoom_view=ImagePart(self.image(data["zoom_view"]), data["zoom_view"]),
             prompt_tokens=data["prompt_tokens"],
             seconds=float(data["seconds"]),
+            error=data.get("error"),  # absent in traces written before verification errors were recorded
         )
 
     def result(self, data: dict[str, Any] | None) -> ToolResult | None:
@@ -315,6 +318,7 @@ class _Reader:
                 images_as_text=tuple(context["images_as_text"]),
                 note=context["note"],
                 image_count=int(context["image_count"]),
+                reasons=_read_reasons(context.get("reasons")),  # absent in traces saved before it existed
             ),
             output=str(data["output"]),
             finish_reason=data["finish_reason"],
@@ -329,6 +333,13 @@ class _Reader:
             vlm_seconds=float(data["vlm_seconds"]),
             tool_seconds=float(data["tool_seconds"]),
         )
+
+
+def _read_reasons(data: Any) -> tuple[tuple[int, str], ...] | None:
+    """``ContextRecord.reasons`` from ``[[index, key], ...]`` (``None``: not recorded)."""
+    if data is None:
+        return None
+    return tuple((int(index), str(key)) for index, key in data)
 
 
 def _read_call(data: dict[str, Any] | None) -> ToolCall | None:

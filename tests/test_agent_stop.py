@@ -125,7 +125,7 @@ def test_stop_in_the_app_during_a_long_segment_keeps_round_1_in_the_downloaded_t
                                                                        slot)))
     driver.start()
     assert segmenter.entered.wait(30)
-    status, downloads = handlers.stop(slot)
+    status, downloads = list(handlers.stop(slot))[-1]  # "Stopping" first, then the final status and files
     assert "Stopped after 1 round" in status
     trace = load_trace(downloads[1])
     assert trace.status == "cancelled" and [(r.call.name, r.error) for r in trace.rounds] == [

@@ -112,7 +112,7 @@ def via_upload(path: Path, tmp: Path) -> str:
 def via_inspect_tab(path: Path, tmp: Path) -> str:
     messages: list[str] = []
     handlers = Handlers(AgentFactory(AppSettings(), None, None, "not loaded"), warn=messages.append, root=tmp / "app")
-    state, status, *_ = handlers.load_trace(str(path))
+    state, status, *_ = handlers.inspect.load_trace(str(path))
     assert state is None and "status-error" in status
     return messages[0]
 
