@@ -68,3 +68,19 @@ def test_a_url_given_as_image_is_refused_with_advice(tmp_path, capsys):
                  "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "'https://example.com/cat.jpg' is a URL" in err and "download it first" in err
+
+
+@pytest.mark.parametrize("command", [
+    ["batch", "--input", str(ASSETS), "--query", "x"],
+    ["eval", "--dataset", str(ASSETS.parent / "tests" / "data" / "datasets" / "gt.jsonl"), "--format", "jsonl"],
+])
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--max-new-tokens", "0"], "--max-new-tokens must be a whole number of at least 1, got 0"),
+    (["--sam3-model", "facebook/sam3"], "--sam3-model would be ignored with --preset tiny"),
+    (["--max-image-pixels", "0"], "--max-image-pixels must be at least 1, got 0"),
+])
+def test_batch_and_eval_check_the_same_flags_before_any_model_loads(tmp_path, capsys, command, flags, message):
+    code = main([*command, "--preset", "tiny", "--out", str(tmp_path / "out"), "--no-progress", *flags])
+    captured = capsys.readouterr()
+    assert code == 2 and message in captured.err and captured.err.count("\n") == 1
+    assert not (tmp_path / "out").exists()  # refused before the output folder was made, let alone a model loaded

@@ -165,8 +165,8 @@ def test_a_cancelled_api_job_stops_its_run_and_frees_the_slot(slow_app):
     # The next job only gets the slot once the first run let go of it; its bad query then fails at once.
     with pytest.raises(Exception, match="the query is empty"):
         Client(url, verbose=False).predict(handle_file(str(ASSETS / "coffee.jpg")), " ", api_name="/segment")
-    assert time.monotonic() - cancelled < 8.0  # the scripted reply alone would stream for about 15 s more
     trace = runs[0].trace
-    while trace.status == "running" and time.monotonic() - cancelled < 15:
+    while trace.status == "running" and time.monotonic() - cancelled < 120:  # what is waited for is the status
         time.sleep(0.1)
-    assert trace.status == "cancelled" and not trace.rounds[1:]  # stopped in round 1, not run to the end
+    # stopped in round 1, in the middle of its reply (kept as the round in flight), not run to the end
+    assert trace.status == "cancelled" and len(trace.rounds) == 1 and trace.rounds[0].finish_reason == "cancelled"

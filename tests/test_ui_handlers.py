@@ -171,13 +171,15 @@ def test_stop_ends_a_run_promptly_during_generation_and_keeps_its_trace(tmp_path
 
     thread = threading.Thread(target=drive)
     thread.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 120  # generous: what is waited for is the streamed text, not a time
     while not (outputs and "w3 " in outputs[-1].live) and time.monotonic() < deadline:
         time.sleep(0.01)
-    started = time.monotonic()
+    assert "w3 " in outputs[-1].live
     result = list(handlers.stop(slot))
-    thread.join(5)
-    assert time.monotonic() - started < 1.0
+    thread.join(120)
+    assert not thread.is_alive()
+    # "promptly" is what the trace shows, not a wall time: the run ended by itself within Stop's grace time (Stop
+    # offers no files of its own) with the reply cut short (fewer words than the script's)
     # at once "Stopping...", then the run's own final status again (its page, downloads included, is its own)
     assert [(status_text(s), d) for s, d in result] == [
         ("Stopping: the model finishes its current step, then the trace so far is kept.", {"__type__": "update"}),
@@ -201,13 +203,16 @@ def test_stop_between_tool_calls_ends_the_run_during_verification(tmp_path):
     outputs = []
     thread = threading.Thread(target=lambda: outputs.extend(handlers.run(ASTRONAUT, "a person", 10, 0.5, slot)))
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # generous: what is waited for is the status, not a time
     while not (outputs and "running examine_each_mask" in outputs[-1].status) and time.monotonic() < deadline:
         time.sleep(0.01)
-    started = time.monotonic()
-    list(handlers.stop(slot))
-    thread.join(5)
-    assert time.monotonic() - started < 1.0
+    assert "running examine_each_mask" in outputs[-1].status
+    stopped = list(handlers.stop(slot))
+    thread.join(120)
+    assert not thread.is_alive()
+    # The run ended by itself within Stop's grace time (it was not abandoned: Stop offers no files of its own) ...
+    assert stopped[-1][1] == {"__type__": "update"} and "Stopped after 2 rounds" in stopped[-1][0]
+    # ... and during the verification: round 2 (examine_each_mask) is the cancelled one, not round 3
     trace = load_trace(outputs[-1].downloads[1])
     assert trace.status == "cancelled" and [r.error for r in trace.rounds] == [None, "cancelled"]
     assert trace.rounds[1].call.name == "examine_each_mask"

@@ -107,9 +107,9 @@ def _run_batch(
 
     from ..model_flags import agent_config, backend_settings, with_planned_batch
 
-    settings = backend_settings(args)
     progress = stderr if args.progress else None
     try:
+        settings = backend_settings(args)  # checked: out-of-range or ignored flags are refused before any load
         if args.concurrency < 1:
             raise InputError(f"--concurrency must be at least 1, got {args.concurrency}")
         if args.ray_workers is not None and args.ray_workers < 1:
