@@ -4,8 +4,9 @@ both); Stop on a run still waiting in the queue and Run pressed again during a r
 models are missing (on both).
 
 Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (and, for the first start, ``python app.py``
-offline with an empty Hugging Face cache). Screenshots go to test-output/screenshots/layout_*.png. Skipped only when
-/usr/bin/chromium is missing.
+offline with an empty Hugging Face cache). Every step waits for what a person waits for (a tab in front, a status
+line), never a fixed time, so it passes on a busy machine. Screenshots go to ``browser_app.SHOTS``/layout_*.png (a
+temporary folder). Skipped only when /usr/bin/chromium is missing.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ if not Path("/usr/bin/chromium").exists():
     pytest.skip("Chromium is not installed at /usr/bin/chromium (CI installs it with apt-get)",
                 allow_module_level=True)
 
-from browser_app import DESKTOP, PHONE, ROOT, SHOTS, download, in_view, open_page, running_app
+from browser_app import DESKTOP, PHONE, ROOT, RUN_MS, SHOTS, download, in_view, open_page, running_app, show_tab
 from playwright.sync_api import Page, expect
 
 from sam3_agent.trace_io import load_trace
 
 PHOTO = ROOT / "assets" / "coffee.jpg"
-PIECE_DELAY = "0.01"  # the script's first reply (349 words) streams for about 3.5 s: time to press Run or Stop again
+# the script's first reply (349 words) streams for about 17 s: time to press Run or Stop again, and to queue a second
+# run from another tab, even on a busy machine
+PIECE_DELAY = "0.05"
 SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 
@@ -52,7 +55,7 @@ def test_after_run_the_status_and_then_the_answer_are_in_view_without_scrolling(
                                ".length > 40")
         assert in_view(page, "#status") and in_view(page, "#live-round .round-head")  # progress is seen at once
         page.screenshot(path=str(SHOTS / f"layout_{size}_1_running.png"))
-        expect(page.locator("#status")).to_contain_text("Done: 1 mask selected after 4 rounds.", timeout=120_000)
+        expect(page.locator("#status")).to_contain_text("Done: 1 mask selected after 4 rounds.", timeout=RUN_MS)
         expect(page.locator("#final-overlay img")).to_be_visible()
         page.screenshot(path=str(SHOTS / f"layout_{size}_2_answer.png"))
         assert in_view(page, "#status") and in_view(page, "#final-overlay img"), page.evaluate("window.scrollY")
@@ -68,7 +71,7 @@ def test_after_run_the_status_and_then_the_answer_are_in_view_without_scrolling(
 
         # Inspect: the timeline opens a round
         trace_path = download(page, "#downloads", "trace.zip", tmp_path)
-        page.get_by_role("tab", name="Inspect a trace").click()
+        show_tab(page, "Inspect a trace", "#trace-file")
         page.set_input_files("#trace-file input[type=file]", str(trace_path))
         row = page.locator('#timeline tr[data-round="3"]')
         row.locator("td").nth(1).click()
@@ -77,8 +80,11 @@ def test_after_run_the_status_and_then_the_answer_are_in_view_without_scrolling(
         page.screenshot(path=str(SHOTS / f"layout_{size}_4_timeline.png"), full_page=True)
 
         # Correct: zoom with the canvas button, then a tool by its key
-        page.get_by_role("tab", name="Run").click()
+        show_tab(page, "Run", "#correct-run-btn")
         page.click("#correct-run-btn")
+        # the canvas may be drawn seconds before the tab comes to the front on a busy machine: wait for both
+        expect(page.get_by_role("tab", name="Correct", exact=True)).to_have_attribute("aria-selected", "true")
+        expect(page.locator("#correct-canvas .cv-viewport")).to_be_visible()
         level = page.locator("#correct-canvas .cv-level")
         expect(level).to_have_text(re.compile(r"^[0-9]+%$"))
         fitted = int(level.inner_text().rstrip("%"))
@@ -105,10 +111,10 @@ def test_stop_withdraws_a_run_still_waiting_in_the_queue(app_url, tmp_path):
         expect(second.locator("#status .status-cancelled")).to_have_text(
             "Stopped before it started: the run was still waiting in the queue.")
         second.screenshot(path=str(SHOTS / "layout_queued_stopped.png"))
-        expect(first.locator("#status")).to_contain_text("Done:", timeout=120_000)
+        expect(first.locator("#status")).to_contain_text("Done:", timeout=RUN_MS)
         # a run pressed after the withdrawn one can only start once the queue has dealt with that one
         first.click("#run-btn")
-        expect(first.locator("#status")).to_contain_text("Running", timeout=60_000)
+        expect(first.locator("#status")).to_contain_text("Running", timeout=RUN_MS)
         expect(second.locator("#status .status-cancelled")).to_have_text(
             "Stopped before it started: the run was still waiting in the queue.")
         expect(second.locator("#rounds section.round")).to_have_count(0)
@@ -128,7 +134,7 @@ def test_run_pressed_during_a_run_stops_it_and_runs_the_new_query(app_url, tmp_p
         expect(page.locator("#status")).to_contain_text("Stopping the current run: the new one starts as soon as "
                                                         "it has ended.")
         page.screenshot(path=str(SHOTS / "layout_run_during_run.png"))
-        expect(page.locator("#status")).to_contain_text("Done: 1 mask selected after 4 rounds.", timeout=120_000)
+        expect(page.locator("#status")).to_contain_text("Done: 1 mask selected after 4 rounds.", timeout=RUN_MS)
         trace = load_trace(download(page, "#downloads", "trace.zip", tmp_path))
         assert trace.query == "the second query" and trace.status == "done"
 
