@@ -367,12 +367,11 @@ class Handlers(SharedObject):
         return render_context(panel, ImageUrls(), latest=latest)
 
     def _save_failed(self, trace: Trace, error: OSError) -> str:
-        """The status line (and a warning) of a run whose download files could not be written."""
+        """The status line of a run whose download files could not be written (in view: no pop-up as well)."""
         line = final_status_line(trace)
         message = (f"{line.text} Its files could not be saved on the server ({error.strerror or 'write failed'}), "
                    "so there is nothing to download; try again later.")
         logger.error("could not write a run's files: %s", error)
-        self.warn(message)
         return render_status(StatusLine("error", message))
 
     def unload(self, request: gr.Request) -> None:
