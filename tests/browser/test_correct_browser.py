@@ -21,7 +21,7 @@ if not Path("/usr/bin/chromium").exists():
                 allow_module_level=True)
 
 import browser_app
-from browser_app import ROOT, RUN_MS, SHOTS, open_page, ready, running_app, show_tab
+from browser_app import ROOT, RUN_MS, SHOTS, open_page, running_app, show_tab
 from playwright.sync_api import Page, expect
 from pycocotools.coco import COCO
 
@@ -52,18 +52,20 @@ def status_says(page: Page, text: str) -> None:
 
 
 def on_canvas(page: Page, x: float, y: float) -> tuple[float, float]:
-    """The screen position of image pixel (x, y)'s centre on the canvas, at whatever zoom and pan it shows, once a
-    person could point at it: the picture shown, loaded and still."""
-    image = ready(page.locator("#correct-canvas img.cv-image"))
-    expect(image).to_have_js_property("complete", True)
+    """The screen position of image pixel (x, y)'s centre on the canvas, at whatever zoom and pan it shows."""
+    image = page.locator("#correct-canvas img.cv-image")
     box = image.bounding_box()
     width, height = (float(image.get_attribute(a)) for a in ("width", "height"))
     return box["x"] + (x + 0.5) * box["width"] / width, box["y"] + (y + 0.5) * box["height"] / height
 
 
 def bring_canvas_into_view(page: Page) -> None:
-    """What a person does before clicking on the canvas: scroll until it shows."""
+    """What a person does before clicking on the canvas: scroll until it shows, and wait for the picture (shown and
+    loaded). Done once before a click or drag: nothing may scroll the page in the middle of a drag."""
     page.locator("#correct-canvas .cv-viewport").scroll_into_view_if_needed()
+    image = page.locator("#correct-canvas img.cv-image")
+    expect(image).to_be_visible()
+    expect(image).to_have_js_property("complete", True)
 
 
 def click_canvas(page: Page, x: float, y: float) -> None:
