@@ -191,7 +191,11 @@ def test_app_flags_and_environment_variables_set_the_decoding():
     settings, _ = parse_settings([], environ=env)
     assert settings.backend.decoding == DecodingOverrides(greedy=False, temperature=0.4, top_p=0.7, top_k=9, seed=2,
                                                           verify_max_new_tokens=64)
-    settings, _ = parse_settings(["--decoding", "greedy", "--seed", "5"], environ=env)
+    settings, _ = parse_settings(["--decoding", "greedy", "--seed", "5"],
+                                 environ={"SAM3_AGENT_DECODING": "sample", "SAM3_AGENT_SEED": "2"})
     assert (settings.backend.decoding.greedy, settings.backend.decoding.seed) == (True, 5)
+    # greedy with the environment's sampling values contradicts itself: refused when parsed, before any model loads
+    with pytest.raises(InputError, match="greedy decoding takes no sampling values, got temperature, top_k, top_p"):
+        parse_settings(["--decoding", "greedy"], environ=env)
     with pytest.raises(InputError, match="SAM3_AGENT_SEED='x' is not a valid value"):
         parse_settings([], environ={"SAM3_AGENT_SEED": "x"})
