@@ -47,14 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
     # SIGTERM (docker stop, a Space restarting, kill) ends the server like Ctrl-C, so the clean-up below runs.
     signal.signal(signal.SIGTERM, _stop)
-    started = time.perf_counter()
-    logger.info("starting SAM3 Agent: importing Gradio, torch and transformers...")
-    from sam3_agent.ui.layout import create_demo, launch, use_private_cache
-
-    logger.info("imported in %.1f s", time.perf_counter() - started)
-    # Files this process writes (Gradio's cached uploads and results, the downloads) are removed when it exits.
-    atexit.register(shutil.rmtree, use_private_cache(), ignore_errors=True)
     try:
+        started = time.perf_counter()
+        logger.info("starting SAM3 Agent: importing Gradio, torch and transformers...")
+        from sam3_agent.ui.layout import create_demo, launch, use_private_cache
+
+        logger.info("imported in %.1f s", time.perf_counter() - started)
+        # Files this process writes (Gradio's cached uploads and results, the downloads) are removed when it exits.
+        atexit.register(shutil.rmtree, use_private_cache(), ignore_errors=True)
         demo, handlers = create_demo(settings)
     except InputError as error:
         sys.stderr.write(f"error: {error}\n")
