@@ -20,6 +20,11 @@ class TraceFormatError(Sam3AgentError, ValueError):
     """A saved trace is malformed, too large, or of an unknown schema version."""
 
 
+class TraceSaveError(Sam3AgentError, OSError):
+    """A trace could not be written (disk full, no permission...). The folder still holds the previous complete
+    trace, if any: files are written under temporary names and renamed into place, ``trace.json`` last."""
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     """True for a CUDA or host out-of-memory error, whatever its type (torch raises some as plain RuntimeError)."""
     import torch
