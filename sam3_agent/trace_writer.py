@@ -191,10 +191,15 @@ class TraceWriter:
         self.flush()
         return dict(self._files or {})
 
-    def close(self) -> Path:
-        """``flush``, then stop the thread. Raises ``TraceSaveError`` like ``flush``."""
+    def close(self, wait: bool = True) -> Path | None:
+        """Stop the thread once what was submitted is written.
+
+        Args:
+            wait: True waits like ``flush`` (and raises ``TraceSaveError`` like it); False returns at once (the
+                thread finishes the pending write by itself) and returns ``None``.
+        """
         try:
-            return self.flush()
+            return self.flush() if wait else None
         finally:
             with self._cond:
                 self._closed = True

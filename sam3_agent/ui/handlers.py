@@ -1,7 +1,9 @@
 """Event handlers of the app: plain functions and generators that return component values.
 
 ``Handlers.run`` streams a run (one update per event, token updates at most every
-``STREAM_INTERVAL_S``); ``stop`` ends it; ``unload`` ends a closed tab's run; ``segment`` is the API
+``STREAM_INTERVAL_S``) and ends with the answer (final overlay, mask table, COCO file) as soon as the run
+ends; ``trace_download`` then offers the trace ``.zip``, written meanwhile on a background thread, as its
+own event, so the next run never waits for it; ``stop`` ends a run; ``unload`` ends a closed tab's run; ``segment`` is the API
 endpoint; ``load_trace`` / ``show_round`` / ``step_round`` inspect a saved trace (or bundle);
 ``correct`` holds the Correct view's handlers (``correct_handlers``). Per-session data
 lives in a ``RunSlot`` held in ``gr.State``; models are shared through the ``AgentFactory``.
@@ -27,9 +29,8 @@ from PIL import Image
 from ..agent import AgentRun
 from ..errors import BackendError, InputError, TraceFormatError
 from ..images import load_image
-from ..render import render_numbered_overlay
-from ..trace_io import MAX_ZIP_BYTES
-from ..types import RunFinished, TokenStreamed, Trace
+from ..trace_io import MAX_ZIP_BYTES, TraceWriter
+from ..types import RoundFinished, RunFinished, TokenStreamed, Trace
 from .correct import trace_from_upload
 from .correct_handlers import CorrectHandlers
 from .html import (
@@ -40,7 +41,16 @@ from .html import (
     render_round,
     render_status,
 )
-from .runner import AgentFactory, write_run_files
+from .runner import (
+    TRACE_DIR,
+    TRACE_ZIP_FILE,
+    AgentFactory,
+    Answer,
+    TraceDownload,
+    display_overlay,
+    write_answer,
+    write_run_files,
+)
 from .view import (
     InspectedRound,
     RunView,
@@ -64,7 +74,7 @@ class RunOutputs(NamedTuple):
     rounds: str
     live: str
     context: str
-    final_image: Image.Image | None
+    final_image: str | None
     final_masks: str
     downloads: list[str] | None
 
@@ -81,6 +91,7 @@ class RunSlot:
         self.ended: threading.Event | None = None
         self.folder: Path | None = None
         self.runs = 0
+        self.download: TraceDownload | None = None  # the latest finished run's trace .zip, being written
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunSlot:
         return RunSlot()
@@ -126,13 +137,6 @@ class InspectedTrace:
     trace: Trace
     rounds: list[InspectedRound]
     urls: ImageUrls
-
-
-def _final_image(trace: Trace) -> Image.Image | None:
-    final = trace.final_masks
-    if final is None or len(final) == 0:
-        return None
-    return render_numbered_overlay(trace.image, final.masks)
 
 
 def round_slider(count: int) -> dict[str, Any]:
@@ -222,11 +226,16 @@ class Handlers:
             return
         session = getattr(request, "session_hash", None) if request is not None else None
         slot.begin(agent_run)
+        slot.download = None
         if session:
             with self._lock:
                 self._sessions[session] = slot
         view = RunView(int(max_rounds))
         page = RunPage()
+        folder = slot.run_folder(self.root)
+        writer = TraceWriter(folder / TRACE_DIR)  # the app's own copy, saved after every round off the hot path
+        writer.submit(agent_run.trace)
+        handed_over = False
         try:
             yield self._outputs(view, page)
             last = time.monotonic()
@@ -234,6 +243,8 @@ class Handlers:
                 view.apply(event, agent_run.trace.messages)
                 if isinstance(event, RunFinished):
                     break
+                if isinstance(event, RoundFinished):
+                    writer.submit(agent_run.trace)
                 if isinstance(event, TokenStreamed) and time.monotonic() - last < STREAM_INTERVAL_S:
                     continue
                 yield self._outputs(view, page)
@@ -243,11 +254,16 @@ class Handlers:
                 view.finish_from(trace)
             if trace.status == "failed":
                 self.warn(f"The run failed: {trace.error}")
-            files = write_run_files(trace, slot.run_folder(self.root))
-            yield self._outputs(view, page, files)
+            answer = write_answer(trace, folder)
+            slot.download = TraceDownload(writer, trace, answer.masks, folder / TRACE_ZIP_FILE)
+            handed_over = True
+            yield self._outputs(view, page, answer)
         finally:
             if agent_run.trace.status == "running":
                 agent_run.abandon("the run was closed before it finished (browser tab closed or event cancelled)")
+            if not handed_over:  # stopped or closed early: the app's copy still gets the final state
+                writer.submit(agent_run.trace)
+                writer.close(wait=False)
             slot.end(agent_run)
             if session:
                 with self._lock:
@@ -255,18 +271,34 @@ class Handlers:
                         del self._sessions[session]
 
     @staticmethod
-    def _outputs(view: RunView, page: RunPage, files: list[Path] | None = None) -> RunOutputs:
+    def _outputs(view: RunView, page: RunPage, answer: Answer | None = None) -> RunOutputs:
         live = view.live.view() if view.live is not None else None
-        final_image = _final_image(view.trace) if files is not None and view.trace is not None else None
+        finished = answer is not None
         return RunOutputs(
             status=render_status(view.status_line()),
             rounds=page.rounds_html(view.rounds),
             live=page.live_html(live),
             context=page.context_html(view.context),
-            final_image=final_image,
-            final_masks=render_final_masks(final_mask_rows(view.final_masks)) if files is not None else "",
-            downloads=[str(p) for p in files] if files is not None else None,
+            final_image=str(answer.overlay) if answer is not None and answer.overlay is not None else None,
+            final_masks=render_final_masks(final_mask_rows(view.final_masks)) if finished else "",
+            downloads=[str(answer.masks)] if answer is not None else None,
         )
+
+    def trace_download(self, slot: RunSlot | None, timeout: float | None = None) -> Any:
+        """The downloads once the latest finished run's trace ``.zip`` is written: ``[final_masks.json, trace.zip]``.
+
+        Bound as its own event after ``run`` (outside the agent's queue), so waiting here never delays the next
+        run. A zip that could not be written leaves the COCO file alone on offer, with a warning.
+        """
+        download = slot.download if slot is not None else None
+        if download is None:
+            return gr.skip()
+        path = download.wait(timeout)
+        if path is None:
+            if download.error is not None:
+                self.warn(f"The trace could not be saved: {download.error}")
+            return gr.skip()
+        return [str(download.masks), str(path)]
 
     def stop(self, slot: RunSlot | None) -> tuple[Any, Any]:
         """Stop the session's run; returns (status, downloads).
@@ -364,7 +396,7 @@ class Handlers:
             text += (f" {count} hand correction{'s' if count != 1 else ''} saved with it: press 'Correct this trace' "
                      "to see them and go on editing.")
         slider = round_slider(len(rounds))
-        return (state, render_status(StatusLine(line.kind, text)), slider, _final_image(trace),
+        return (state, render_status(StatusLine(line.kind, text)), slider, display_overlay(trace),
                 render_final_masks(final_mask_rows(trace.final_masks)))
 
     @staticmethod

@@ -149,6 +149,10 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
             concurrency_id=AGENT_QUEUE, concurrency_limit=settings.concurrency, show_progress="hidden",
             api_visibility="private",
         )
+        # The trace .zip is written while the answer is already shown; offered by its own event, outside the
+        # agent's queue, so the next run never waits for it.
+        run_event.then(handlers.trace_download, inputs=[slot], outputs=[downloads], concurrency_limit=None,
+                       show_progress="hidden", api_visibility="private")
         stop_event = stop_button.click(
             handlers.stop, inputs=[slot], outputs=[status, downloads], concurrency_limit=None,
             show_progress="hidden", api_visibility="private",
