@@ -20,10 +20,11 @@ Drawing rules, shared by every view:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Iterator, Literal, Union
 
 import cv2
 import numpy as np
@@ -81,7 +82,7 @@ class DrawStyle:
 
 
 def mask_colors(n: int) -> np.ndarray:
-    """``n`` distinct, deterministic, saturated colours.
+    """``n`` distinct, deterministic, saturated colours (a fresh array; the table is computed once per ``n``).
 
     Hues step by the golden ratio (neighbouring numbers get far-apart hues); brightness
     alternates every 10 colours so that long lists stay distinguishable.
@@ -94,6 +95,11 @@ def mask_colors(n: int) -> np.ndarray:
     """
     if n < 0:
         raise ValueError(f"number of colours must be >= 0, got {n}")
+    return _colors(int(n)).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _colors(n: int) -> np.ndarray:
     i = np.arange(n, dtype=np.float64)
     hue = (0.05 + i * 0.6180339887498949) % 1.0
     sat = np.full(n, 0.80)
@@ -172,6 +178,7 @@ class _MaskRegions:
         self.height, self.width, self.pad = height, width, pad
         self._kept: dict[int, np.ndarray] = {}
         self._bytes = 0
+        self._windows: list[tuple[int, int, np.ndarray]] | None = None
         if isinstance(masks, Masks):
             if masks.size != (height, width):
                 raise ValueError(
@@ -187,6 +194,21 @@ class _MaskRegions:
             self.boxes = boxes_from_masks(self._arr)
         self.count = int(self.boxes.shape[0])
 
+    @classmethod
+    def from_windows(
+        cls, windows: list[tuple[int, int, np.ndarray]], height: int, width: int, pad: int
+    ) -> "_MaskRegions":
+        """Masks given as windows ``(x0, y0, bool crop)`` placed at (x0, y0), each holding its whole mask."""
+        regions = cls(np.zeros((0, height, width), dtype=bool), height, width, pad)
+        regions._windows = windows
+        boxes = []
+        for x0, y0, window in windows:
+            bx, by, bw, bh = cv2.boundingRect(np.ascontiguousarray(window).view(np.uint8))
+            boxes.append((x0 + bx, y0 + by, x0 + bx + bw, y0 + by + bh) if bw else (0, 0, 0, 0))
+        regions.boxes = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+        regions.count = len(windows)
+        return regions
+
     def empty(self, k: int) -> bool:
         return bool(self.boxes[k, 2] <= self.boxes[k, 0])
 
@@ -194,8 +216,16 @@ class _MaskRegions:
         """Mask ``k`` over its padded box: bool (y1 - y0, x1 - x0), and that box ``(x0, y0, x1, y1)``."""
         box = _padded_box(self.boxes[k], self.pad, self.height, self.width)
         x0, y0, x1, y1 = box
-        if self._arr is not None:
+        if self._arr is not None and self._windows is None:
             return self._arr[k, y0:y1, x0:x1], box
+        if self._windows is not None:
+            wx, wy, window = self._windows[k]
+            crop = np.zeros((y1 - y0, x1 - x0), dtype=bool)
+            cx0, cy0 = max(x0, wx), max(y0, wy)
+            cx1, cy1 = min(x1, wx + window.shape[1]), min(y1, wy + window.shape[0])
+            if cx1 > cx0 and cy1 > cy0:
+                crop[cy0 - y0 : cy1 - y0, cx0 - x0 : cx1 - x0] = window[cy0 - wy : cy1 - wy, cx0 - wx : cx1 - wx]
+            return crop, box
         crop = self._kept.get(k)
         if crop is None:
             crop = rle.decode_window(self._rle.counts[k], self.height, box)  # type: ignore[union-attr]
@@ -213,15 +243,29 @@ class _MaskRegions:
 
 def _fill_table(color: np.ndarray) -> np.ndarray:
     """``blend_fill`` of every byte value per channel, as an OpenCV lookup table: uint8 (1, 256, 3)."""
-    return blend_fill(np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1), color)[None]
+    return _fill_table_of(tuple(int(c) for c in color))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fill_table_of(color: tuple[int, int, int]) -> np.ndarray:
+    table = blend_fill(np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1), color)[None]
+    table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_size(text: str, scale: float, thickness: int) -> tuple[int, int]:
+    """``cv2.getTextSize`` (width, height) of ``text`` in the label font, memoised (the same digits recur)."""
+    (width, height), _ = cv2.getTextSize(text, _FONT, scale, thickness)
+    return width, height
 
 
 def _draw_fill(out: np.ndarray, inner: np.ndarray, color: np.ndarray, box: np.ndarray) -> None:
     """Blend ``color`` into ``out`` where ``inner`` (the mask over its tight ``box``) is set (``blend_fill``, done
-    as a table lookup over the box and a masked copy: much faster than gathering the pixels under the mask)."""
+    as a table lookup over the box and an OpenCV masked copy: far faster than numpy's masked assignment)."""
     x0, y0, x1, y1 = (int(v) for v in box)
     region = out[y0:y1, x0:x1]
-    np.copyto(region, cv2.LUT(region, _fill_table(color)), where=inner[..., None])
+    cv2.copyTo(cv2.LUT(region, _fill_table(color)), np.ascontiguousarray(inner).view(np.uint8), region)
 
 
 def _draw_contour(out: np.ndarray, crop: np.ndarray, color: np.ndarray, origin: tuple[int, int], width: int) -> None:
@@ -231,13 +275,16 @@ def _draw_contour(out: np.ndarray, crop: np.ndarray, color: np.ndarray, origin: 
     box wherever the image does.
     """
     x0, y0 = origin
-    sub = crop.astype(np.uint8)
+    sub = np.ascontiguousarray(crop).view(np.uint8)
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * width + 1, 2 * width + 1))
     # Outside the crop counts as background: the crop is padded inside the image, and at the
     # image edge this draws the border along the edge too.
     inner = cv2.erode(sub, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=0)
-    border = (sub > 0) & (inner == 0)
-    out[y0 : y0 + crop.shape[0], x0 : x0 + crop.shape[1]][border] = color
+    border = cv2.subtract(sub, inner)  # 1 on mask pixels whose neighbourhood leaves the mask
+    region = out[y0 : y0 + crop.shape[0], x0 : x0 + crop.shape[1]]
+    solid = np.empty_like(region)
+    solid[:] = color
+    cv2.copyTo(solid, border, region)
 
 
 def _distance_map(inner: np.ndarray) -> np.ndarray:
@@ -275,20 +322,38 @@ def label_point(mask: np.ndarray) -> tuple[int, int]:
     return int(x0 + x), int(y0 + y)
 
 
-def _label_candidates(inner: np.ndarray, box: np.ndarray) -> list[tuple[int, int]]:
-    """Interior points, deepest first: the first is ``label_point``; others serve for nudging."""
-    dist = _distance_map(inner)
-    x0, y0 = int(box[0]), int(box[1])
-    stride = max(1, int(math.sqrt(dist.size / 10_000)))
-    first = np.unravel_index(int(np.argmax(dist)), dist.shape)
-    sampled = dist[::stride, ::stride]
-    flat = sampled.ravel()
-    inside = np.flatnonzero(flat > 0)
-    order = inside[np.argsort(-flat[inside], kind="stable")][:_MAX_LABEL_CANDIDATES]
-    ys, xs = np.unravel_index(order, sampled.shape)
-    points = [(int(x0 + first[1]), int(y0 + first[0]))]
-    points += [(int(x0 + x * stride), int(y0 + y * stride)) for y, x in zip(ys, xs)]
-    return points
+def _deepest_first(values: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the ``limit`` largest ``values``, largest first, ties in position order: the head of a stable
+    descending sort, found with a partition instead of sorting every value."""
+    if values.size > limit:
+        kth = np.partition(values, values.size - limit)[values.size - limit]  # the limit-th largest value
+        above = np.flatnonzero(values > kth)
+        tied = np.flatnonzero(values == kth)[: limit - above.size]
+        chosen = np.sort(np.concatenate([above, tied]))
+    else:
+        chosen = np.arange(values.size)
+    return chosen[np.argsort(-values[chosen], kind="stable")]
+
+
+class _LabelCandidates:
+    """Interior points of a mask, deepest first: ``first`` is ``label_point``; ``others()`` (sampled on a grid of
+    at most about 10,000 points, deepest ``_MAX_LABEL_CANDIDATES`` first) serve for nudging and are only worked
+    out when the first place is taken."""
+
+    def __init__(self, inner: np.ndarray, box: np.ndarray) -> None:
+        self._dist = _distance_map(inner)
+        self._x0, self._y0 = int(box[0]), int(box[1])
+        y, x = np.unravel_index(int(np.argmax(self._dist)), self._dist.shape)
+        self.first = (self._x0 + int(x), self._y0 + int(y))
+
+    def others(self) -> Iterator[tuple[int, int]]:
+        stride = max(1, int(math.sqrt(self._dist.size / 10_000)))
+        sampled = self._dist[::stride, ::stride]
+        flat = sampled.ravel()
+        inside = np.flatnonzero(flat > 0)
+        ys, xs = np.unravel_index(inside[_deepest_first(flat[inside], _MAX_LABEL_CANDIDATES)], sampled.shape)
+        for y, x in zip(ys.tolist(), xs.tolist()):
+            yield self._x0 + x * stride, self._y0 + y * stride
 
 
 def _box_at(center: tuple[int, int], size: tuple[int, int], width: int, height: int) -> tuple[int, int, int, int]:
@@ -304,22 +369,22 @@ def _overlaps(box: tuple[int, int, int, int], others: list[tuple[int, int, int, 
 
 
 def _place_label(
-    candidates: list[tuple[int, int]],
+    candidates: _LabelCandidates,
     size: tuple[int, int],
     placed: list[tuple[int, int, int, int]],
     width: int,
     height: int,
 ) -> tuple[int, int, int, int]:
     """The label box at the deepest point, nudged to avoid earlier labels where possible."""
-    first = _box_at(candidates[0], size, width, height)
+    first = _box_at(candidates.first, size, width, height)
     if not _overlaps(first, placed):
         return first
-    for point in candidates[1:]:
+    for point in candidates.others():
         box = _box_at(point, size, width, height)
         if not _overlaps(box, placed):
             return box
     bw, bh = size
-    cx, cy = candidates[0]
+    cx, cy = candidates.first
     for k in (1, 2):
         for dx, dy in ((0, bh), (0, -bh), (bw, 0), (-bw, 0), (bw, bh), (-bw, -bh), (bw, -bh), (-bw, bh)):
             box = _box_at((cx + k * dx, cy + k * dy), size, width, height)
@@ -334,7 +399,7 @@ def _draw_label(out: np.ndarray, box: tuple[int, int, int, int], text: str, colo
     out[y0:y1, x0:x1] = color
     edge = max(1, style.text_thickness // 2)
     cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), ink, edge, lineType=cv2.LINE_8)
-    (tw, th), _ = cv2.getTextSize(text, _FONT, style.font_scale, style.text_thickness)
+    tw, th = _text_size(text, style.font_scale, style.text_thickness)
     org = (x0 + (x1 - x0 - tw) // 2, y0 + (y1 - y0 + th) // 2)
     cv2.putText(out, text, org, _FONT, style.font_scale, ink, style.text_thickness, lineType=cv2.LINE_AA)
 
@@ -354,9 +419,9 @@ def _place_labels(regions: _MaskRegions, labels: list[int], style: DrawStyle) ->
         if regions.empty(k):
             result.append(None)
             continue
-        (tw, th), _ = cv2.getTextSize(str(labels[k]), _FONT, style.font_scale, style.text_thickness)
+        tw, th = _text_size(str(labels[k]), style.font_scale, style.text_thickness)
         size = (min(tw + 2 * style.padding, width), min(th + 2 * style.padding, height))
-        box = _place_label(_label_candidates(regions.box_crop(k), regions.boxes[k]), size, placed, width, height)
+        box = _place_label(_LabelCandidates(regions.box_crop(k), regions.boxes[k]), size, placed, width, height)
         placed.append(box)
         result.append(box)
     return result
@@ -413,13 +478,17 @@ def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list
     out = _as_rgb_array(image)
     height, width = out.shape[:2]
     style = DrawStyle.for_size(width, height)
-    regions = _MaskRegions(masks, height, width, style.contour_width + 1)
+    _draw_overlay(out, _MaskRegions(masks, height, width, style.contour_width + 1), numbers, style)
+    return Image.fromarray(out)
+
+
+def _draw_overlay(out: np.ndarray, regions: _MaskRegions, numbers: list[int] | None, style: DrawStyle) -> None:
+    """Fills, then contours, then labels of every mask of ``regions`` on ``out`` (see ``render_numbered_overlay``)."""
     n = regions.count
     labels = _labels(numbers, n)
     placements = _place_labels(regions, labels, style)
     if n == 0:
-        return Image.fromarray(out)
-
+        return
     colors = mask_colors(n)
     nonempty = [k for k in range(n) if placements[k] is not None]
     for k in nonempty:
@@ -431,6 +500,45 @@ def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list
         _draw_label(out, placements[k], str(labels[k]), colors[k], style)  # type: ignore[arg-type]
     if len(nonempty) < n:
         logger.warning("render_numbered_overlay: %d empty mask(s) left undrawn", n - len(nonempty))
+
+
+def render_overlay_scaled(image: Image.Image, masks: Masks, max_side: int) -> Image.Image:
+    """``render_numbered_overlay`` drawn at a display size: the photo shrunk by the smallest whole factor that
+    brings its longer side to at most ``max_side`` px (box filter), each mask's box shrunk alike, then drawn in
+    the style of that size (labels and outlines sized for it).
+
+    For a page, not for the model (the trace's views stay full size): it costs about the square of the factor
+    less than drawing at full size. A shrunk mask pixel is set when at least half the pixels it covers are; a
+    thin mask that would vanish keeps every pixel it touches. At full size when the photo already fits.
+
+    Raises:
+        ValueError: masks of another size than the photo.
+    """
+    width, height = image.size
+    if masks.size != (height, width):
+        raise ValueError(f"masks of {masks.width}x{masks.height} do not match the {width}x{height} photo")
+    factor = -(-max(width, height) // max_side)
+    if factor <= 1:
+        return render_numbered_overlay(image, masks)
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    out = np.array(rgb.reduce(factor), dtype=np.uint8)
+    small_h, small_w = out.shape[:2]
+    windows = []
+    for k in range(len(masks)):
+        x0, y0, x1, y1 = (int(v) for v in masks.tight_boxes[k])
+        if x1 <= x0:
+            windows.append((0, 0, np.zeros((0, 0), dtype=bool)))
+            continue
+        sx0, sy0 = x0 // factor, y0 // factor
+        sx1, sy1 = min(small_w, -(-x1 // factor)), min(small_h, -(-y1 // factor))
+        # whole blocks of factor x factor pixels, so each shrunk pixel averages the pixels it covers
+        block = (sx0 * factor, sy0 * factor, min(width, sx1 * factor), min(height, sy1 * factor))
+        full = rle.decode_window(masks.counts[k], height, block).view(np.uint8) * np.uint8(255)
+        covered = cv2.resize(full, (sx1 - sx0, sy1 - sy0), interpolation=cv2.INTER_AREA)
+        half = covered >= 128
+        windows.append((sx0, sy0, half if half.any() else covered > 0))
+    style = DrawStyle.for_size(small_w, small_h)
+    _draw_overlay(out, _MaskRegions.from_windows(windows, small_h, small_w, style.contour_width + 1), None, style)
     return Image.fromarray(out)
 
 
@@ -516,6 +624,18 @@ def zoom_crop_box(mask: np.ndarray, margin: float = 0.25, min_side: int = 64) ->
     return _zoom_box(boxes_from_masks(arr[None])[0], arr.shape[0], arr.shape[1], margin, min_side)
 
 
+def _draw_single(out: np.ndarray, mask: np.ndarray, color: np.ndarray) -> None:
+    """Fill and outline ``mask`` (bool, the size of ``out``) on ``out`` in place, as ``render_single_mask`` does."""
+    height, width = out.shape[:2]
+    style = DrawStyle.for_size(width, height)
+    regions = _MaskRegions(mask[None], height, width, style.contour_width + 1)
+    if regions.empty(0):
+        return
+    crop, (x0, y0, _, _) = regions.region(0)
+    _draw_fill(out, regions.box_crop(0), color, regions.boxes[0])
+    _draw_contour(out, crop, color, (x0, y0), style.contour_width)
+
+
 def _zoom_view(image: Image.Image, window: np.ndarray, box: tuple[int, int, int, int]) -> Image.Image:
     """The zoom view of the mask ``window`` (bool, the mask over ``box``): see ``render_zoom_view``."""
     rgb = image if image.mode == "RGB" else image.convert("RGB")
@@ -529,11 +649,12 @@ def _zoom_view(image: Image.Image, window: np.ndarray, box: tuple[int, int, int,
         crop = cv2.resize(crop, size, interpolation=cv2.INTER_CUBIC)
         crop_mask = cv2.resize(crop_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
         ch, cw = crop.shape[:2]
-    drawn = np.asarray(render_single_mask(Image.fromarray(np.ascontiguousarray(crop)), crop_mask))
     canvas = np.empty((ch, 2 * cw + ZOOM_SEPARATOR_WIDTH, 3), dtype=np.uint8)
     canvas[:, :cw] = crop
     canvas[:, cw : cw + ZOOM_SEPARATOR_WIDTH] = ZOOM_SEPARATOR_COLOR
-    canvas[:, cw + ZOOM_SEPARATOR_WIDTH :] = drawn
+    drawn = canvas[:, cw + ZOOM_SEPARATOR_WIDTH :]
+    drawn[:] = crop
+    _draw_single(drawn, np.ascontiguousarray(crop_mask), mask_colors(1)[0])  # drawn after upscaling: sharp
     return Image.fromarray(canvas)
 
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import cv2
 import numpy as np
 from pycocotools import mask as coco_mask
-
-ENCODE_CHUNK = 8  # masks transposed to column-major per pycocotools call: bounds the temporary copy
 
 
 def _objects(counts: Sequence[bytes], height: int, width: int) -> list[dict]:
@@ -24,7 +23,11 @@ def _objects(counts: Sequence[bytes], height: int, width: int) -> list[dict]:
 
 
 def encode(masks: np.ndarray | Iterable[np.ndarray], height: int, width: int) -> tuple[bytes, ...]:
-    """Compressed COCO RLE counts of each mask.
+    """Compressed COCO RLE counts of each mask (the bytes ``pycocotools.mask.encode`` writes).
+
+    Only the columns a mask touches are read twice: its bounding rectangle (``cv2.boundingRect``) gives the band
+    of columns, whose column-major runs are counted with numpy and handed to ``pycocotools.mask.frPyObjects``
+    to compress; the empty columns around the band only lengthen the first and last background runs.
 
     Args:
         masks: bool (N, H, W), or an iterable of bool (H, W) masks (encoded as they come, so a producer
@@ -38,32 +41,36 @@ def encode(masks: np.ndarray | Iterable[np.ndarray], height: int, width: int) ->
         ValueError: a mask of another size or dimensionality.
     """
     out: list[bytes] = []
-    chunk: list[np.ndarray] = []
-
-    def flush() -> None:
-        if not chunk:
-            return
-        stack = np.stack(chunk, axis=2)  # (H, W, n): pycocotools wants column-major uint8
-        for rle in coco_mask.encode(np.asfortranarray(stack)):
-            out.append(bytes(rle["counts"]))
-        chunk.clear()
-
     for mask in masks:
         arr = np.asarray(mask)
         if arr.shape != (height, width):
             raise ValueError(f"mask of shape {arr.shape} where ({height}, {width}) was expected")
-        chunk.append(arr.view(np.uint8) if arr.dtype == bool else (arr > 0).view(np.uint8))
-        if len(chunk) == ENCODE_CHUNK:
-            flush()
-    flush()
+        pixels = np.ascontiguousarray(arr.view(np.uint8) if arr.dtype == bool else (arr > 0).view(np.uint8))
+        out.append(_encode_one(pixels, height, width))
     return tuple(out)
 
 
-def decode_one(counts: bytes, height: int, width: int) -> np.ndarray:
-    """One mask as bool (H, W); column-major (Fortran-ordered) memory, so slicing a crop copies only the crop."""
+def _encode_one(pixels: np.ndarray, height: int, width: int) -> bytes:
     if height * width == 0:
-        return np.zeros((height, width), dtype=bool)
-    return coco_mask.decode({"size": [height, width], "counts": counts}).view(bool)
+        return bytes(coco_mask.encode(np.zeros((height, width, 1), dtype=np.uint8, order="F"))[0]["counts"])
+    x, y, band_width, band_height = cv2.boundingRect(pixels)
+    if band_width == 0:
+        runs = [height * width]
+    else:
+        band = np.zeros((band_width, height), dtype=np.uint8)  # the band's columns, each one a row here
+        band[:, y : y + band_height] = cv2.transpose(np.ascontiguousarray(pixels[y : y + band_height, x : x + band_width]))
+        flat = band.ravel()
+        changes = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+        runs = np.diff(np.concatenate(([0], changes, [flat.size]))).tolist()
+        if flat[0]:
+            runs.insert(0, 0)  # COCO runs start with background
+        runs[0] += x * height
+        after = (width - x - band_width) * height
+        if len(runs) % 2:  # the band ends on background
+            runs[-1] += after
+        elif after:
+            runs.append(after)
+    return bytes(coco_mask.frPyObjects({"size": [height, width], "counts": runs}, height, width)["counts"])
 
 
 def run_lengths(counts: bytes) -> np.ndarray:
@@ -135,6 +142,14 @@ def decode_window(counts: bytes, height: int, box: tuple[int, int, int, int]) ->
     marks[col * (h + 1) + bottom] = -1
     filled = np.cumsum(marks, dtype=np.int8).reshape(w, h + 1)[:, :h]
     return np.ascontiguousarray(filled.T).view(bool)
+
+
+def decode_one(counts: bytes, height: int, width: int) -> np.ndarray:
+    """One whole mask as bool (H, W), C-ordered (``pycocotools.mask.decode``)."""
+    if height * width == 0:
+        return np.zeros((height, width), dtype=bool)
+    decoded = coco_mask.decode({"size": [height, width], "counts": counts})  # column-major uint8
+    return np.ascontiguousarray(decoded).view(bool)
 
 
 def decode_all(counts: Sequence[bytes], height: int, width: int) -> np.ndarray:

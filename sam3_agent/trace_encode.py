@@ -265,7 +265,7 @@ class TraceEncoder:
             "final_masks": final,
             "edits": [op_to_json(op) for op in trace.edits],
         }
-        files[TRACE_FILE] = json_bytes(document, indent=1)
+        files[TRACE_FILE] = json_bytes(document)  # compact: the C encoder (an indent falls back to Python)
         return files
 
 

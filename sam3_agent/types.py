@@ -294,7 +294,7 @@ class Masks:
 
     def mask(self, index: int) -> np.ndarray:
         """Mask ``index`` (0-based) as bool (H, W), C-ordered."""
-        return np.ascontiguousarray(rle.decode_one(self._counts[index], self.height, self.width))
+        return rle.decode_one(self._counts[index], self.height, self.width)
 
     @property
     def areas(self) -> np.ndarray:

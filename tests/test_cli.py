@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ASSETS, tool
+from PIL import Image
 
 from sam3_agent.cli import main
 from sam3_agent.masks import decode_rle, postprocess_masks
 from sam3_agent.presets import tiny_model_paths
+from sam3_agent.render import render_numbered_overlay
 from sam3_agent.segmenter import Sam3Segmenter
 from sam3_agent.trace_io import load_trace
 
@@ -60,7 +62,8 @@ def test_scripted_run_writes_trace_overlay_and_coco_masks(tmp_path, capsys, scri
     x, y, w, h = results[0]["bbox"]
     ys, xs = np.nonzero(decoded[0])
     assert (x, y, x + w, y + h) == (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
-    assert (out / "final_overlay.png").exists()
+    overlay = np.asarray(Image.open(out / "final_overlay.png"))  # lossless: the final masks drawn on the photo
+    assert np.array_equal(overlay, np.asarray(render_numbered_overlay(trace.image, trace.final_masks)))
     # The photo is stored as the file it was (a JPEG stays the same JPEG), not re-encoded.
     photo = json.loads((out / "trace.json").read_text())["photo"]["file"]
     assert photo.endswith(".jpg") and (out / photo).read_bytes() == Path(COFFEE).read_bytes()

@@ -26,7 +26,7 @@ from ..errors import BackendError, InputError
 from ..masks import to_coco_results
 from ..presets import Backends, build_backends, build_point_segmenter, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
-from ..render import render_numbered_overlay
+from ..render import render_overlay_scaled
 from ..trace_io import TraceWriter, trace_files, zip_files
 from ..tracker import PointSegmenter
 from ..types import Trace
@@ -191,15 +191,12 @@ def write_masks_file(trace: Trace, folder: Path) -> Path:
 
 
 def display_overlay(trace: Trace) -> Image.Image | None:
-    """The final masks drawn on the photo (``render_numbered_overlay``), shrunk to at most ``DISPLAY_SIDE`` px on
-    its longer side for the page; ``None`` when the run ended without masks."""
+    """The final masks drawn on the photo at most ``DISPLAY_SIDE`` px on its longer side, for the page
+    (``render.render_overlay_scaled``); ``None`` when the run ended without masks."""
     final = trace.final_masks
     if final is None or len(final) == 0:
         return None
-    overlay = render_numbered_overlay(trace.image, final)
-    if max(overlay.size) > DISPLAY_SIDE:
-        overlay.thumbnail((DISPLAY_SIDE, DISPLAY_SIDE), Image.Resampling.BILINEAR, reducing_gap=2.0)
-    return overlay
+    return render_overlay_scaled(trace.image, final, DISPLAY_SIDE)
 
 
 @dataclass(frozen=True)
