@@ -227,7 +227,8 @@ def validated_counts(
                 raise ValueError(f"RLE {i}: uncompressed 'counts' must be non-negative integers")
             if sum(int(c) for c in counts) != h * w:
                 raise ValueError(f"RLE {i}: run lengths cover {sum(counts)} pixels, expected {h}x{w} = {h * w}")
-            out.append(bytes(coco_mask.frPyObjects({"size": [h, w], "counts": [int(c) for c in counts]}, h, w)["counts"]))
+            compressed = coco_mask.frPyObjects({"size": [h, w], "counts": [int(c) for c in counts]}, h, w)
+            out.append(bytes(compressed["counts"]))
         else:
             raise ValueError(f"RLE {i}: 'counts' must be str, bytes or a list of ints; got {type(counts).__name__}")
     return tuple(out), expected  # type: ignore[return-value]

@@ -700,7 +700,9 @@ def render_mask_views(image: Image.Image, masks: Masks, index: int) -> tuple[Ima
 ViewKind = Literal["overlay", "mask", "zoom"]
 
 
-def _views_of(image: Image.Image, masks: Masks, index: int | None, kinds: tuple[ViewKind, ...]) -> tuple[Image.Image, ...]:
+def _views_of(
+    image: Image.Image, masks: Masks, index: int | None, kinds: tuple[ViewKind, ...]
+) -> tuple[Image.Image, ...]:
     if "overlay" in kinds:
         return (render_numbered_overlay(image, masks),)
     if index is None or not 0 <= index < len(masks):

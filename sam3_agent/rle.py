@@ -58,7 +58,8 @@ def _encode_one(pixels: np.ndarray, height: int, width: int) -> bytes:
         runs = [height * width]
     else:
         band = np.zeros((band_width, height), dtype=np.uint8)  # the band's columns, each one a row here
-        band[:, y : y + band_height] = cv2.transpose(np.ascontiguousarray(pixels[y : y + band_height, x : x + band_width]))
+        crop = np.ascontiguousarray(pixels[y : y + band_height, x : x + band_width])
+        band[:, y : y + band_height] = cv2.transpose(crop)
         flat = band.ravel()
         changes = np.flatnonzero(flat[1:] != flat[:-1]) + 1
         runs = np.diff(np.concatenate(([0], changes, [flat.size]))).tolist()

@@ -107,11 +107,19 @@ def test_rendered_views_keep_the_newest_within_their_budget():
 
 
 def test_a_scaled_overlay_equals_the_overlay_of_the_shrunk_photo_and_masks():
-    big = photo("astronaut.jpg").resize((1536, 1023))  # factor 3 for 512 px: blocks of 3 x 3 pixels
-    boxes = [(30, 60, 300, 420), (600, 90, 1200, 999), (1410, 0, 1536, 1023)]
-    stack = np.stack([rect_mask(1023, 1536, *b) for b in boxes])
-    masks = Masks(stack, np.ones(3, np.float32), np.array(boxes, np.float32))
-    small = np.stack([rect_mask(341, 512, x0 // 3, y0 // 3, x1 // 3, y1 // 3) for x0, y0, x1, y1 in boxes])
+    big = photo("astronaut.jpg").resize((1536, 1023))  # 512 px wide: shrunk by 3, blocks of 3 x 3 pixels
+    yy, xx = np.mgrid[0:1023, 0:1536]
+    disk = (xx - 400) ** 2 + (yy - 500) ** 2 <= 250**2
+    line = np.zeros((1023, 1536), bool)
+    line[100:900, 1000] = True  # one pixel wide: a third of each block, so kept by "any pixel"
+    box = rect_mask(1023, 1536, 1100, 61, 1499, 419)  # its edge blocks are 1/3 to 2/3 covered
+    stack = np.stack([disk, line, box])
+    masks = Masks(stack, np.ones(3, np.float32), np.zeros((3, 4), np.float32))
+    # The rule, written out: a shrunk pixel is set when its 3 x 3 block is at least half covered (as 0..255
+    # rounded, like OpenCV's area resize); a mask with no such block keeps every block it touches.
+    cover = np.rint(stack.reshape(3, 341, 3, 512, 3).mean(axis=(2, 4)) * 255)
+    small = np.stack([c >= 128 if (c >= 128).any() else c > 0 for c in cover])
+    assert small[1].sum() == 800 // 3 + 1 and not small[2][20, 366] and small[2][20, 367]  # line kept, corner cut
     expected = render_numbered_overlay(big.reduce(3), small)
     assert np.array_equal(np.asarray(render_overlay_scaled(big, masks, 512)), np.asarray(expected))
     assert render_overlay_scaled(big, masks, 2000).size == (1536, 1023)  # fits: drawn at full size

@@ -93,7 +93,8 @@ def test_a_file_that_does_not_decode_to_the_image_is_replaced_by_a_lossless_copy
     assert "decodes to other pixels" in caplog.text
 
 
-def test_a_save_that_fails_half_way_leaves_the_previous_trace_whole(tmp_path, monkeypatch):
+@pytest.mark.parametrize("killed_at", ["masks/", "trace.json"])
+def test_a_save_that_fails_half_way_leaves_the_previous_trace_whole(tmp_path, monkeypatch, killed_at):
     first, _ = run_on_coffee(COFFEE.read_bytes())
     save_trace(first, tmp_path)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
@@ -101,12 +102,12 @@ def test_a_save_that_fails_half_way_leaves_the_previous_trace_whole(tmp_path, mo
                    KnownSegmenter(DETECTIONS)).run(load_image(ASSETS / "chelsea.jpg"), "a cat")
     real_replace = os.replace
 
-    def killed_at_trace_json(source, target):
-        if Path(target).name == "trace.json":
-            raise KeyboardInterrupt  # the process is stopped just before the new trace.json lands
+    def killed(source, target):
+        if killed_at in str(Path(target).relative_to(tmp_path)):
+            raise KeyboardInterrupt  # the process is stopped just before this file lands
         real_replace(source, target)
 
-    monkeypatch.setattr(trace_writer.os, "replace", killed_at_trace_json)
+    monkeypatch.setattr(trace_writer.os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         save_trace(second, tmp_path)
     assert load_trace(tmp_path) == first  # the old trace.json only names the old files, all still there

@@ -33,7 +33,7 @@ from ..images import image_digest, load_image
 from ..trace_encode import TraceEncoder, png_bytes
 from ..trace_io import TraceWriter, load_trace, zip_files
 from ..types import Generation, ImagePart, Masks, Message, RoundFinished, Trace
-from .scene import PHRASES, QUERY, detections, masks_of, photo_file
+from .scene import PHRASES, QUERY, detections, photo_file
 
 
 class BlobSegmenter:

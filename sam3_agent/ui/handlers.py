@@ -3,8 +3,8 @@
 ``Handlers.run`` streams a run (one update per event, token updates at most every
 ``STREAM_INTERVAL_S``) and ends with the answer (final overlay, mask table, COCO file) as soon as the run
 ends; ``trace_download`` then offers the trace ``.zip``, written meanwhile on a background thread, as its
-own event, so the next run never waits for it; ``stop`` ends a run; ``unload`` ends a closed tab's run; ``segment`` is the API
-endpoint; ``load_trace`` / ``show_round`` / ``step_round`` inspect a saved trace (or bundle);
+own event, so the next run never waits for it; ``stop`` ends a run; ``unload`` ends a closed tab's run;
+``segment`` is the API endpoint; ``load_trace`` / ``show_round`` / ``step_round`` inspect a saved trace (or bundle);
 ``correct`` holds the Correct view's handlers (``correct_handlers``). Per-session data
 lives in a ``RunSlot`` held in ``gr.State``; models are shared through the ``AgentFactory``.
 """
