@@ -480,7 +480,7 @@ SCHEMA_VERSION = 2  # 2: views derived on load, masks stored once, the photo as 
 
 @dataclass(eq=False)
 class Trace:
-    """Everything about one run; saved by ``trace_io`` as JSON plus PNG files.
+    """Everything about one run; saved by ``trace_io`` (JSON, the photo, the masks as RLE; views derived).
 
     Mutable while the run goes on (the agent appends), then treated as a record.
 

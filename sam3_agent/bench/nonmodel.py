@@ -54,6 +54,10 @@ def _name(case: Sequence[int]) -> str:
     return f"{case[0]}x{case[1]}/{case[2]}"
 
 
+def _kb(size: int | None) -> str:
+    return "-" if size is None else f"{size / 1024:.0f}"
+
+
 def _yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
@@ -77,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for case in cases:
         flags = ["--case", *map(str, case), "--repeat", str(args.repeat)]
         results[case] = _child(flags + (["--profile"] if case == PROFILED_CASE else []))
-    memory = _child(["--case", *map(str, MEMORY_CASE), "--repeat", "1"])
+    memory = _child(["--case", *map(str, MEMORY_CASE), "--repeat", "1", "--no-schema1"])
     app = _child(["--case", *map(str, APP_CASE), "--app"])
 
     reference: dict[tuple[int, int, int], float] = {}
@@ -105,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{_name(case):>15} {cpu:7.3f} {r['writer_cpu']:8.3f} {ref if ref else float('nan'):7.2f} "
             f"{(ref / cpu if ref else float('nan')):8.1f}x {BEFORE_CITED.get(case, float('nan')):9.2f} "
             f"{per_unit:10.4f} {r['peak_extra_mb']:9.0f} {r['masks_encoded']:>4}/{r['masks_returned']:<3} "
-            f"{r['pairs_compared']:>9} {r['zip_bytes'] / 1024:8.0f} {r['schema1_zip_bytes'] / 1024:10.0f} "
+            f"{r['pairs_compared']:>9} {r['zip_bytes'] / 1024:8.0f} {_kb(r['schema1_zip_bytes']):>10} "
             f"{r['views_equal']:>3}/{r['views_compared']:<3}\n"
         )
     if PROFILED_CASE in results:
@@ -145,9 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"({app['answer_s']:.2f} s)", app["answer_s"] <= ANSWER_LIMIT_S))
     goals.append(("the trace .zip follows without blocking the next run (written after the run event ended)",
                   bool(app["zip_after_event"])))
-    worst_zip = max(r["zip_bytes"] / r["schema1_zip_bytes"] for r in every)
-    goals.append((f"trace .zip <= 1/{ZIP_RATIO:.0f} of the schema-1 size for the same run (largest share "
-                  f"1/{1 / worst_zip:.0f})", worst_zip <= 1 / ZIP_RATIO))
+    worst_zip = max(r["zip_bytes"] / r["schema1_zip_bytes"] for r in every if r["schema1_zip_bytes"])
+    goals.append((f"trace .zip <= 1/{ZIP_RATIO:.0f} of the schema-1 size for the same run, at the six sizes "
+                  f"(largest share 1/{1 / worst_zip:.0f})", worst_zip <= 1 / ZIP_RATIO))
     goals.append(("a reopened trace renders the same views the models were sent (every view, every case)",
                   all(r["views_equal"] == r["views_compared"] > 0 for r in every)))
     goals.append(("every run ended done with all its masks selected",

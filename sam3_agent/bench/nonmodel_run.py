@@ -253,7 +253,8 @@ def _top_costs(profile: cProfile.Profile, limit: int = 8) -> list[tuple[str, flo
     return sorted(rows, key=lambda r: -r[1])[:limit]
 
 
-def measure_case(width: int, height: int, count: int, repeats: int, profile: bool) -> dict[str, Any]:
+def measure_case(width: int, height: int, count: int, repeats: int, profile: bool,
+                 schema1: bool = True) -> dict[str, Any]:
     photo = photo_file(width, height)
     image = load_image(photo)
     with tempfile.TemporaryDirectory(prefix="sam3_bench_") as tmp:
@@ -272,7 +273,7 @@ def measure_case(width: int, height: int, count: int, repeats: int, profile: boo
         result["views_equal"], result["views_compared"] = _views_match(Path(tmp) / "first", first["vlms"][0].seen |
                                                                        first["vlms"][1].seen)
         result["zip_bytes"] = len(zip_files(first["writer"].files()))
-        result["schema1_zip_bytes"] = schema1_zip_size(first["trace"])
+        result["schema1_zip_bytes"] = schema1_zip_size(first["trace"]) if schema1 else None
         runs = [_run(width, height, count, photo, image, Path(tmp) / f"run{i}") for i in range(repeats)]
         best = min(runs, key=lambda r: r["cpu"])
         result["cpu"] = [r["cpu"] for r in runs]
@@ -335,10 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="also profile one run (top costs)")
     parser.add_argument("--app", action="store_true", help="measure the app's finish path instead")
+    parser.add_argument("--no-schema1", dest="schema1", action="store_false",
+                        help="skip the schema-1 size (it PNG-encodes every full-size view: minutes at 16 MP)")
     args = parser.parse_args(argv)
     width, height, count = args.case
     result = measure_app(width, height, count) if args.app else measure_case(width, height, count, args.repeat,
-                                                                             args.profile)
+                                                                             args.profile, args.schema1)
     result["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
