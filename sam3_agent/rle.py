@@ -1,9 +1,9 @@
 """COCO run-length encoding of masks, the compact form ``types.Masks`` holds them in.
 
-Thin helpers over ``pycocotools.mask`` that work on the raw compressed ``counts`` (bytes) of trusted masks:
-encode once, then read areas, tight boxes and pairwise intersections straight from the runs (no decoding),
-and decode one mask at a time where pixels are needed. Validation of RLE read from files lives in
-``masks.decode_rle``.
+Helpers over ``pycocotools.mask`` that work on the raw compressed ``counts`` (bytes) of trusted masks: encode
+once, then read areas, tight boxes and pairwise intersections straight from the runs (no decoding), and decode
+where pixels are needed: a whole mask (pycocotools) or only a box of it (``decode_window``, which pycocotools
+lacks). Validation of RLE read from files lives in ``masks.validated_counts``.
 
 COCO RLE is column-major: runs alternate background / foreground, starting with background, over the
 pixels ordered column by column (``size = [H, W]``).

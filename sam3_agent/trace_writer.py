@@ -30,8 +30,12 @@ logger = logging.getLogger(__name__)
 _TEMP_MARK = ".tmp-"
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary name beside ``path`` and rename it into place (never a half-written file)."""
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary name beside ``path`` and rename it into place (never a half-written file).
+
+    Raises:
+        OSError: the file could not be written (the temporary file is removed).
+    """
     temp = path.with_name(f".{path.name}{_TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         temp.write_bytes(data)
@@ -64,9 +68,9 @@ def write_folder(folder: Path, files: dict[str, bytes], present: set[str] | None
                 continue
             target = folder / relative
             if not (target.is_file() and target.stat().st_size == len(data)):  # content-named: same size, same file
-                _write_new(target, data)
+                write_atomic(target, data)
             present.add(relative)
-        _write_new(folder / TRACE_FILE, files[TRACE_FILE])
+        write_atomic(folder / TRACE_FILE, files[TRACE_FILE])
     except OSError as error:
         raise TraceSaveError(
             f"could not save the trace in {folder}: {error.strerror or error}; free some space or choose another "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..presets import Backends, build_backends, build_point_segmenter, share_sam
 from ..prompts import Prompts, load_prompts
 from ..render import render_overlay_scaled
 from ..trace_io import TraceWriter, trace_files, zip_files
+from ..trace_writer import write_atomic
 from ..tracker import PointSegmenter
 from ..types import Trace
 from ..vlm.base import VLM
@@ -169,16 +169,6 @@ def load_point_segmenter(settings: AppSettings) -> tuple[PointSegmenter | None, 
         return None, str(error)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    try:
-        temp.write_bytes(data)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
 def write_masks_file(trace: Trace, folder: Path) -> Path:
     """``folder/final_masks.json``: COCO results of the final masks (``masks.to_coco_results``; an empty list when
     the run ended without masks), read from their RLE."""
@@ -186,7 +176,7 @@ def write_masks_file(trace: Trace, folder: Path) -> Path:
     final = trace.final_masks
     results = to_coco_results(final) if final is not None and len(final) else []
     path = folder / MASKS_FILE
-    _write_atomic(path, json.dumps(results, indent=1).encode("utf-8"))
+    write_atomic(path, json.dumps(results, indent=1).encode("utf-8"))
     return path
 
 
@@ -221,7 +211,7 @@ def write_answer(trace: Trace, folder: Path) -> Answer:
     path = folder / OVERLAY_FILE
     buffer = io.BytesIO()
     overlay.save(buffer, format="JPEG", quality=92, subsampling=0)
-    _write_atomic(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue())
     return Answer(masks, path)
 
 
@@ -246,7 +236,7 @@ class TraceDownload:
             writer.submit(trace)
             files = writer.files()
             writer.close()
-            _write_atomic(self.path, zip_files(files))
+            write_atomic(self.path, zip_files(files))
         except Exception as error:  # reported by wait(): the answer is on screen already
             logger.exception("the trace .zip could not be written")
             self.error = str(error)
@@ -269,5 +259,5 @@ def write_run_files(trace: Trace, folder: Path) -> list[Path]:
     """
     masks_path = write_masks_file(trace, folder)
     zip_path = folder / TRACE_ZIP_FILE
-    _write_atomic(zip_path, zip_files(trace_files(trace)))
+    write_atomic(zip_path, zip_files(trace_files(trace)))
     return [masks_path, zip_path]
