@@ -19,8 +19,9 @@ def test_a_small_case_runs_to_the_end_with_every_check_passing():
 
 
 def test_the_app_measurement_sees_the_answer_before_the_zip():
-    result = measure_app(240, 160, 3)
+    result = measure_app(240, 160, 3, repeats=2)
     assert 0 < result["answer_s"] <= result["event_end_s"] <= result["zip_s"] and result["zip_after_event"]
+    assert len(result["answer_s_all"]) == 2 and result["answer_cpu"] > 0
 
 
 def test_the_scene_has_near_duplicates_the_overlap_filter_removes():

@@ -116,9 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         costs = ", ".join(f"{name} {share:.0%}" for name, share in results[PROFILED_CASE]["top_costs"])
         out.write(f"\ntop costs at {_name(PROFILED_CASE)} (share of profiled time, writer in-line): {costs}\n")
     out.write(
-        f"app at {_name(APP_CASE)}: answer (overlay file, mask table, COCO file) {app['answer_s']:.2f} s after the "
-        f"last round; run event over at {app['event_end_s']:.2f} s; trace.zip ({app['zip_bytes'] / 2**20:.1f} MB) "
-        f"ready at {app['zip_s']:.2f} s, after the run event: {_yes(app['zip_after_event'])}\n"
+        f"app at {_name(APP_CASE)}, best of {len(app['answer_s_all'])} runs "
+        f"({', '.join(f'{s:.2f}' for s in app['answer_s_all'])} s; load average {app['load_average']:.1f} on "
+        f"{os.cpu_count()} CPUs): answer (overlay file, mask table, COCO file) {app['answer_s']:.2f} s after the last "
+        f"round ({app['answer_cpu']:.2f} s of CPU, every thread); run event over at {app['event_end_s']:.2f} s; "
+        f"trace.zip ({app['zip_bytes'] / 2**20:.1f} MB) ready at {app['zip_s']:.2f} s, after the run event: "
+        f"{_yes(app['zip_after_event'])}\n"
     )
 
     goals: list[tuple[str, bool]] = []
@@ -146,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     goals.append(("the overlap filter compares only masks whose boxes overlap (every comparison checked)",
                   all(r["pairs_compared_without_box_overlap"] == 0 for r in every)))
     goals.append((f"answer on screen within {ANSWER_LIMIT_S:.0f} s of the last round at 12 MP "
-                  f"({app['answer_s']:.2f} s)", app["answer_s"] <= ANSWER_LIMIT_S))
+                  f"({app['answer_s']:.2f} s wall, {app['answer_cpu']:.2f} s CPU)", app["answer_s"] <= ANSWER_LIMIT_S))
     goals.append(("the trace .zip follows without blocking the next run (written after the run event ended)",
                   bool(app["zip_after_event"])))
     worst_zip = max(r["zip_bytes"] / r["schema1_zip_bytes"] for r in every if r["schema1_zip_bytes"])
