@@ -14,13 +14,23 @@ import atexit
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from sam3_agent.errors import InputError
-from sam3_agent.ui.layout import create_demo, launch
-from sam3_agent.ui.settings import parse_settings
+from sam3_agent.zerogpu import import_spaces  # imports neither torch nor Gradio
+
+# On a ZeroGPU Space `spaces` must come before anything that imports torch or touches CUDA; elsewhere it is absent
+# or does nothing. See sam3_agent.zerogpu.
+import_spaces()
+
+# Only light imports before the flags are parsed: `python app.py --help` answers at once; Gradio and torch
+# load afterwards (their import takes seconds to tens of seconds).
+from sam3_agent.errors import InputError  # noqa: E402
+from sam3_agent.ui.settings import parse_settings  # noqa: E402
+
+logger = logging.getLogger("app")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,6 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
+    started = time.perf_counter()
+    logger.info("starting SAM3 Agent: importing Gradio, torch and transformers...")
+    from sam3_agent.ui.layout import create_demo, launch
+
+    logger.info("imported in %.1f s", time.perf_counter() - started)
     try:
         demo, handlers = create_demo(settings)
     except InputError as error:

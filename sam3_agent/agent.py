@@ -18,9 +18,10 @@ from PIL import Image
 from .context import build_context
 from .errors import BackendError, InputError
 from .images import file_name_of
+from .limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT  # noqa: F401 (also offered from here)
 from .masks import IOM_THRESHOLD, SCORE_THRESHOLD
 from .parsing import parse_response
-from .prompts import Prompts, load_prompts
+from .prompts import Prompts, load_prompts, token_limit_text
 from .segmenter import Segmenter
 from .tools import ToolOutcome, Tools, ToolState
 from .types import (
@@ -40,11 +41,10 @@ from .types import (
 )
 from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled
 from .vlm.base import VLM, strip_control_tokens
+from .vlm.image_fit import check_photo, limits_of
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_ROUNDS = 30
-MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and library alike)
 MAX_QUERY_CHARS = 2000
 
 
@@ -144,7 +144,8 @@ class Agent:
                 lossless copy of ``image`` when it decodes to ``image`` (``Trace.image_file``).
 
         Raises:
-            InputError: empty or overlong query, or an image that is not RGB.
+            InputError: empty or overlong query, an image that is not RGB, or a photo with no sensible view
+                at the VLMs' pixel budgets (``vlm.image_fit.check_photo``: a strip too thin to see).
         """
         # Chat-template control tokens in user text would end the turn early: drop them.
         query = strip_control_tokens(query).strip() if isinstance(query, str) else ""
@@ -154,6 +155,8 @@ class Agent:
             raise InputError(f"the query has {len(query)} characters; shorten it to at most {MAX_QUERY_CHARS}")
         if not isinstance(image, Image.Image) or image.mode != "RGB":
             raise InputError("the image must be an RGB PIL image: load it with sam3_agent.images.load_image")
+        for model in (self.vlm, self.verifier):
+            check_photo(image, limits_of(model))
         return AgentRun(self, image, query, image_name, image_file)
 
     def run(self, image: Image.Image, query: str) -> Trace:
@@ -209,6 +212,7 @@ class AgentRun:
     def _loop(self) -> Iterator[Event]:
         trace = self.trace
         config = self.agent.config
+        failure: str | None = None
         try:
             for round_index in range(1, config.max_rounds + 1):
                 ended = yield from self._round(round_index)
@@ -225,10 +229,15 @@ class AgentRun:
             raise
         except BackendError as fault:
             logger.info("run failed: %s", fault)  # the trace and the caller report it
-            yield self._finish("failed", str(fault))
+            failure = str(fault)
         except Exception as fault:  # an unexpected bug must still leave a trace
             logger.exception("run failed unexpectedly")
-            yield self._finish("failed", f"internal error: {type(fault).__name__}: {fault}")
+            # a bug: the log above has the details (type and stack); the person gets a sentence
+            failure = f"internal error (a bug: the log has the details): {fault or 'no message'}"
+        if failure is not None:
+            # Yielded outside the except block: suspended there, the generator would keep the exception, its traceback
+            # and every tensor of the failed request alive (after an out-of-memory error, the memory needed next).
+            yield self._finish("failed", failure)
 
     def _round(self, round_index: int) -> Iterator[Event]:
         """One round; returns True (via StopIteration) when the run ended."""
@@ -265,10 +274,11 @@ class AgentRun:
             yield self._finish("cancelled", "stopped by the user")
             return True
 
-        parsed = parse_response(generation.text, generation.finish_reason)
+        parsed = parse_response(generation.text, generation.finish_reason, generation.starts_in_reasoning)
         tool_started = time.perf_counter()
         if parsed.call is None:
-            outcome = agent.tools.feedback(parsed.error or "no_tool_call", parsed.error_fields, self.state)
+            fields = dict(parsed.error_fields, limit=token_limit_text(generation.output_tokens))
+            outcome = agent.tools.feedback(parsed.error or "no_tool_call", fields, self.state)
         else:
             yield ToolStarted(round_index, parsed.call)
             try:

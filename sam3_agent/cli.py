@@ -26,14 +26,18 @@ from typing import Any, Callable, Sequence, TextIO
 import cv2
 import numpy as np
 
-from .agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT, Agent, AgentConfig
+from .agent import Agent
+from .datasets.cli import DATASET_COMMANDS, add_dataset_commands, dataset_command
 from .errors import BackendError, InputError, Sam3AgentError
-from .images import MAX_PIXELS, load_image
+from .images import load_image
 from .masks import to_coco_results
+from .model_flags import add_model_arguments, agent_config, backend_settings, with_planned_batch
 from .parsing import parse_response
-from .presets import BackendSettings, build_backends
+from .presets import build_backends
 from .render import render_numbered_overlay
+from .trace_encode import photo_file_of
 from .trace_io import TraceWriter, save_trace
+from .vlm.image_fit import ImageLimits, check_photo
 from .types import (
     Event,
     MaskVerdictReady,
@@ -57,28 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--image", required=True, help="path of the photo (JPEG, PNG, WebP, TIFF...)")
     run.add_argument("--query", required=True, help='what to segment, e.g. "the leftmost child in a blue vest"')
     run.add_argument("--out", required=True, help="output folder (created if needed)")
-    run.add_argument("--preset", choices=["real", "tiny"], default="real",
-                     help="real: Hub models (default); tiny: random tiny models, offline (code paths only)")
-    run.add_argument("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder (default Qwen/Qwen3-VL-8B-Instruct)")
-    run.add_argument("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-    run.add_argument("--vlm-server-model", help="model name on that server")
-    run.add_argument("--script", help="JSON file of VLM responses to replay instead of a model")
-    run.add_argument("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
-    run.add_argument("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
-                     help="architecture of the tiny VLM (with --preset tiny)")
-    run.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
-    run.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS,
-                     help=f"round budget, 1 to {MAX_ROUNDS_LIMIT} (default {DEFAULT_MAX_ROUNDS})")
-    run.add_argument("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
-    run.add_argument("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
-    run.add_argument("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    run.add_argument("--max-new-tokens", type=int, help="token budget of each VLM call")
-    run.add_argument("--max-image-pixels", type=int, default=MAX_PIXELS,
-                     help=f"refuse input images with more pixels than this (default {MAX_PIXELS:,})")
-    run.add_argument("--verify-batch-size", type=int, default=8,
-                     help="masks verified per batched VLM call (1: one by one; same verdicts either way)")
-    run.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
-                     help="recompute every prompt in full (same output, slower; saves the KV caches' memory)")
+    add_model_arguments(run)
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
     export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
@@ -86,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
     export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
     export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_dataset_commands(commands)  # batch, eval (sam3_agent.datasets)
     return parser
 
 
@@ -121,7 +105,7 @@ class EventPrinter:
             write(f"  call: {_call_text(event.call)}\n")
         elif isinstance(event, MaskVerdictReady):
             v = event.verdict
-            source = "" if v.source == "model" else " (no verdict given; kept)"
+            source = {"model": "", "fallback": " (no verdict given; kept)"}.get(v.source, f" (check failed: {v.error}; kept)")
             write(f"    mask {v.mask_number}/{event.total}: {v.verdict}{source}\n")
         elif isinstance(event, RoundFinished):
             r = event.round
@@ -179,14 +163,6 @@ def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) ->
     (out / "final_masks.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
 
 
-def _file_bytes(path: str) -> bytes | None:
-    """The image file's bytes when it is a regular file (stored in the trace as given), else ``None``."""
-    try:
-        return Path(path).read_bytes() if Path(path).is_file() else None
-    except OSError:
-        return None
-
-
 def prepare_out_dir(out: Path) -> None:
     """Create the output folder and make sure files can be written there, before any model loads.
 
@@ -206,27 +182,13 @@ def prepare_out_dir(out: Path) -> None:
 
 
 def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    settings = BackendSettings(
-        preset=args.preset,
-        vlm_model=args.vlm_model,
-        vlm_server=args.vlm_server,
-        vlm_server_model=args.vlm_server_model,
-        script=args.script,
-        sam3_model=args.sam3_model,
-        device=args.device,
-        min_pixels=args.min_pixels,
-        max_pixels=args.max_pixels,
-        max_new_tokens=args.max_new_tokens,
-        tiny_vlm_kind=args.tiny_vlm,
-        prefix_cache=args.prefix_cache,
-    )
+    settings = backend_settings(args)
     out = Path(args.out)
     try:
         image = load_image(args.image, max_pixels=args.max_image_pixels)
+        check_photo(image, ImageLimits.with_bounds(args.min_pixels, args.max_pixels))  # before any model loads
         prepare_out_dir(out)
-        config = AgentConfig(
-            max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=args.verify_batch_size
-        )
+        config = agent_config(args)
         if not args.query.strip():
             raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
     except InputError as error:
@@ -237,6 +199,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         stdout.flush()
         loaded = time.perf_counter()
         backends = build_backends(settings)
+        config = with_planned_batch(config, args, backends.settings)  # smaller on a small GPU
         stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
     except InputError as error:
         stderr.write(f"error: {error}\n")
@@ -248,7 +211,7 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     if args.preset == "tiny":
         what = "masks" if args.script else "masks and text"
         stdout.write(f"Note: the tiny preset's models have random weights; their {what} mean nothing.\n")
-    agent_run = agent.start(image, args.query, image_name=args.image, image_file=_file_bytes(args.image))
+    agent_run = agent.start(image, args.query, image_name=args.image, image_file=photo_file_of(args.image))
     writer = TraceWriter(out)
     writer.submit(agent_run.trace)
     try:
@@ -339,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM (kill, docker stop) stops a run like Ctrl-C does, so its trace is still written.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
+        if args.command in DATASET_COMMANDS:
+            return dataset_command(args, sys.stdout, sys.stderr)
         return run_command(args, sys.stdout, sys.stderr)
     except KeyboardInterrupt:  # before the run started (e.g. while models load): nothing to save
         sys.stderr.write("error: stopped by the user before the run started\n")

@@ -13,17 +13,30 @@ Policy:
   has moved on, old mistakes only fill the context, and without this rule a model that keeps
   failing before its first ``segment_phrase`` would grow the context every round;
 - when phrases were tried before that message, append a note to message 1 that lists them;
-- at most two images: the raw image of message 1 and the newest image among the other kept
-  messages; every other image becomes a text placeholder.
+- at most two images: the raw image of message 1 and the image showing the current masks, which is
+  the one in the reply to the latest call that replaced the masks (``segment_phrase`` or
+  ``examine_each_mask`` that ran). When that reply has no image (no mask found, every mask
+  rejected), no overlay is current: masks that no longer exist are never shown as if they did.
+  Every other image becomes a text placeholder.
+
+The record names the rule behind each dropped message and each image turned into text (``REASONS``), so
+the UI can say why without knowing the policy.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from .tool_specs import TOOL_SPECS
 from .types import ContextRecord, ImagePart, Message, Part, TextPart
 
 MAX_CONTEXT_IMAGES = 2  # raw image + latest overlay
+
+# Why a message was left out of a request or had its images turned into text (``ContextRecord.reasons``).
+BEFORE_LATEST_SEGMENT = "before_latest_segment"  # lies before the latest segment_phrase call: its masks are gone
+OLD_MISTAKE = "old_mistake"  # a mistake exchange the model has been told about and moved past
+MASKS_GONE = "masks_gone"  # kept as text: its image shows masks that no longer exist (not the current overlay)
+REASONS = (BEFORE_LATEST_SEGMENT, OLD_MISTAKE, MASKS_GONE)
 
 
 def tried_phrases(messages: Sequence[Message], before: int | None = None) -> list[str]:
@@ -48,6 +61,21 @@ def _latest_segment_index(messages: Sequence[Message]) -> int | None:
         message = messages[index]
         if message.role == "assistant" and message.starts_masks:
             return index
+    return None
+
+
+def _current_masks_reply(messages: Sequence[Message]) -> int | None:
+    """Index of the reply to the latest call that ran and replaced the masks, or ``None``: its image (if any) is
+    the only one showing masks that still exist."""
+    for index in range(len(messages) - 1, 1, -1):
+        message = messages[index]
+        call = message.call
+        if message.role != "assistant" or message.mistake or call is None:
+            continue
+        spec = TOOL_SPECS.get(call.name)
+        if spec is not None and spec.replaces_masks:
+            reply = index + 1
+            return reply if reply < len(messages) and messages[reply].role == "user" else None
     return None
 
 
@@ -95,6 +123,7 @@ def build_context(
         kept = list(range(len(messages)))
     else:
         kept = [0, 1] + list(range(boundary, len(messages)))
+    after_boundary = set(kept)
     kept = _without_old_mistakes(messages, kept)
     kept_set = set(kept)
     dropped = tuple(i for i in range(len(messages)) if i not in kept_set)
@@ -102,12 +131,13 @@ def build_context(
     phrases = tried_phrases(messages, before=boundary) if boundary is not None else []
     note = format_text("tried_phrases_note", phrases=", ".join(f'"{p}"' for p in phrases)) if phrases else None
 
-    # Which single image of the later messages survives: the newest one.
+    # Which single image of the later messages survives: the newest one of the reply showing the current masks.
     newest_image: tuple[int, int] | None = None
-    for index in kept[2:]:
-        for part_index, part in enumerate(messages[index].parts):
+    current = _current_masks_reply(messages)
+    if current is not None and current in kept_set:
+        for part_index, part in enumerate(messages[current].parts):
             if isinstance(part, ImagePart):
-                newest_image = (index, part_index)
+                newest_image = (current, part_index)
 
     placeholder = format_text("image_omitted")
     sent: list[Message] = []
@@ -142,11 +172,14 @@ def build_context(
             else message
         )
 
+    reasons = {i: BEFORE_LATEST_SEGMENT if i not in after_boundary else OLD_MISTAKE for i in dropped}
+    reasons.update((i, MASKS_GONE) for i in images_as_text)
     record = ContextRecord(
         kept=tuple(kept),
         dropped=dropped,
         images_as_text=tuple(images_as_text),
         note=note,
         image_count=image_count,
+        reasons=tuple(sorted(reasons.items())),
     )
     return sent, record

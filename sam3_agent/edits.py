@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Sequence, Union
 
 import numpy as np
 
-from .errors import InputError, TraceFormatError
+from .errors import InputError, TraceFormatError, what_went_wrong
 from .masks import decode_rle, encode_rle
 from .types import Masks, Trace
 
@@ -229,7 +229,7 @@ def op_from_json(data: Any) -> EditOp:
     except TraceFormatError:
         raise
     except (KeyError, TypeError, ValueError) as error:
-        raise TraceFormatError(f"edit {data['op']!r} is malformed: {type(error).__name__}: {error}") from None
+        raise TraceFormatError(f"edit {data['op']!r} is malformed: {what_went_wrong(error)}") from None
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,16 @@ class TraceSaveError(Sam3AgentError, OSError):
     trace, if any: files are written under temporary names and renamed into place, ``trace.json`` last."""
 
 
+def what_went_wrong(error: BaseException) -> str:
+    """A low-level error met while reading a file, said for a person: no Python class names (a ``KeyError('rounds')``
+    reads "the field 'rounds' is missing"; a ``TypeError`` or ``ValueError`` keeps only its message)."""
+    if isinstance(error, KeyError):
+        return f"the field {error.args[0]!r} is missing" if error.args else "a field is missing"
+    if isinstance(error, IndexError):
+        return f"a list is shorter than expected ({error})" if str(error) else "a list is shorter than expected"
+    return str(error) or "a value has the wrong type"
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     """True for a CUDA or host out-of-memory error, whatever its type (torch raises some as plain RuntimeError)."""
     import torch

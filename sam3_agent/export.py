@@ -39,7 +39,7 @@ from PIL import Image
 from pycocotools import mask as coco_mask
 
 from .edits import AGENT_ORIGIN, EditState, MaskItem, items_from_masks
-from .errors import InputError, TraceFormatError
+from .errors import InputError, TraceFormatError, what_went_wrong
 from .masks import decode_rle, encode_rle
 from .trace_io import MAX_ZIP_BYTES, TRACE_FILE, load_trace, open_zip, trace_files, trace_from_json
 from .types import Trace
@@ -127,7 +127,7 @@ def items_from_coco(document: Any, width: int, height: int, what: str = "the COC
             raise ValueError(f"it describes {len(images)} images, expected 1")
         size = (int(images[0]["width"]), int(images[0]["height"]))
     except (KeyError, TypeError, ValueError, IndexError) as error:
-        raise InputError(f"{what} is not a COCO instance file of one image: {type(error).__name__}: {error}") from None
+        raise InputError(f"{what} is not a COCO instance file of one image: {what_went_wrong(error)}") from None
     if size != (width, height):
         raise InputError(f"{what} is for a {size[0]}x{size[1]} image but the image is {width}x{height}")
     items = []
@@ -141,7 +141,7 @@ def items_from_coco(document: Any, width: int, height: int, what: str = "the COC
                                   str(attributes.get("origin", AGENT_ORIGIN)),
                                   edited=bool(attributes.get("edited_by_hand", False))))
         except (KeyError, TypeError, ValueError) as error:
-            raise InputError(f"annotation {number} of {what} is malformed: {type(error).__name__}: {error}") from None
+            raise InputError(f"annotation {number} of {what} is malformed: {what_went_wrong(error)}") from None
     return items
 
 

@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from .shared import SharedObject
+
 logger = logging.getLogger(__name__)
 
 
@@ -79,8 +81,10 @@ class FeatureCache:
         self._bytes = 0
 
 
-class CachedImageModel:
+class CachedImageModel(SharedObject):
     """What a model wrapper holding a ``FeatureCache`` exposes: encode count, device, cache size, clearing.
+
+    A loaded model is shared by every user of the process: copying the wrapper returns it (``shared.SharedObject``).
 
     Subclasses set ``self._model`` (a torch module), ``self._cache`` (a ``FeatureCache``) and
     ``self._lock`` (the lock that guards the cache).

@@ -4,8 +4,13 @@ The main model must answer with its reasoning inside ``<think>...</think>`` foll
 one ``<tool>{"name": ..., "parameters": {...}}</tool>``. Models get this wrong in many small ways;
 the parser is tolerant where the intent is unambiguous (spelling variants of tool names, Qwen's
 native ``<tool_call>`` tag and ``"arguments"`` key, code fences, trailing commas, surplus or
-missing closing braces, typographic quotes) and otherwise returns a feedback key naming the
-mistake. The keys are those of ``prompts/feedback.toml``; ``error_fields`` fills that text.
+missing closing braces, typographic quotes, full-width punctuation, Python-literal dicts,
+``parameters`` given as a JSON string, raw control characters in strings; see ``call_json``) and
+otherwise returns a feedback key naming the mistake. The keys are those of ``prompts/feedback.toml``;
+``error_fields`` fills that text.
+
+A reply that ended inside its reasoning runs nothing: neither a tool call nor a verdict drafted
+there counts (see ``parse_response`` and ``parse_verdict``).
 
 Everything here is a pure function of the text: no model, no I/O.
 """
@@ -16,8 +21,9 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
+from .call_json import TOOL_CLOSE, TOOL_OPEN, decode_text, first_opener, read_value
 from .tool_specs import TOOL_SPECS
 from .types import ToolCall
 
@@ -26,17 +32,7 @@ logger = logging.getLogger(__name__)
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
-# Opening tags of a tool call: ours (<tool>) and Qwen's native one (<tool_call>).
-_TOOL_OPEN = re.compile(r"<\s*(?:tool_call|tool)\s*>", re.IGNORECASE)
-# Either closing tag ends either opening tag: models mix them up.
-_TOOL_CLOSE = re.compile(r"<\s*/\s*(?:tool_call|tool)\s*>", re.IGNORECASE)
-_CODE_FENCE = re.compile(r"```[A-Za-z0-9_-]*")
 _NAME_SEPARATORS = re.compile(r"[\s_\-]+")
-_VERDICT_TAG = re.compile(r"<\s*verdict\s*>([^<]*)", re.IGNORECASE)
-_VERDICT_WORD = re.compile(r"\b(accept|reject)", re.IGNORECASE)
-
-_DOUBLE_TYPOGRAPHIC = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"'})
-_SINGLE_TYPOGRAPHIC = str.maketrans({"\u2018": '"', "\u2019": '"', "\u201a": '"', "\u201b": '"'})
 
 # Spelling-insensitive key -> canonical tool name ("segmentphrase" -> "segment_phrase").
 _NAME_KEYS: dict[str, str] = {_NAME_SEPARATORS.sub("", name).lower(): name for name in TOOL_SPECS}
@@ -80,14 +76,15 @@ def canonical_tool_name(raw: str) -> str | None:
     return _NAME_KEYS.get(_NAME_SEPARATORS.sub("", raw).lower())
 
 
-def parse_response(text: str, finish_reason: str = "stop") -> ParsedResponse:
+def parse_response(text: str, finish_reason: str = "stop", starts_in_reasoning: bool = False) -> ParsedResponse:
     """Parse one answer of the main model.
 
     Args:
         text: the generated text (for thinking chat templates that open ``<think>`` themselves,
             it starts inside the reasoning and holds only ``</think>``).
-        finish_reason: ``"stop"``, ``"length"`` (hit the token limit) or ``"cancelled"``. With
-            ``"length"``, an answer without a complete tool call is reported as ``"truncated"``.
+        finish_reason: ``"stop"``, ``"length"`` (hit the token limit) or ``"cancelled"``.
+        starts_in_reasoning: the text begins inside a reasoning block opened outside it (by the chat
+            template, or a server that sent the reasoning apart); ``Generation.starts_in_reasoning``.
 
     Returns:
         A ``ParsedResponse``; mistakes are reported in ``error``, never raised.
@@ -95,7 +92,12 @@ def parse_response(text: str, finish_reason: str = "stop") -> ParsedResponse:
     Rules: the reasoning is the text before the first ``</think>`` (without its ``<think>``), and
     only the text after it is searched for a call, so calls quoted inside the reasoning are
     ignored. The first ``</think>``, not the last: a reply holding two think-then-call pairs must
-    run its first call. Without think tags, the text before the first tool tag counts as reasoning.
+    run its first call. A reply whose reasoning was never closed runs nothing: ``"truncated"``
+    when it hit the token limit, else ``"unclosed_think"``; a reply cut by the token limit without
+    any ``</think>`` is ``"truncated"`` too, since a call in it may be a draft written while
+    reasoning. Without think tags (and not cut), the text before the first tool tag counts as
+    reasoning. The call's object is found by its bracket structure (``call_json``), so a closing
+    tag inside a string value does not end it.
     """
     truncated = finish_reason == "length"
     if not text.strip():
@@ -105,29 +107,21 @@ def parse_response(text: str, finish_reason: str = "stop") -> ParsedResponse:
     if close >= 0:
         thinking = _strip_think_open(text[:close])
         body = text[close + len(THINK_CLOSE) :]
-    elif THINK_OPEN in text:
-        thinking = text.split(THINK_OPEN, 1)[1].strip()
+    elif starts_in_reasoning or THINK_OPEN in text:
+        thinking = text.split(THINK_OPEN, 1)[1].strip() if THINK_OPEN in text else text.strip()
         return _failure(text, thinking, "truncated" if truncated else "unclosed_think")
     else:
-        first_tag = _TOOL_OPEN.search(text)
+        first_tag = TOOL_OPEN.search(text)
         thinking = text[: first_tag.start()].strip() if first_tag else text.strip()
+        if truncated:
+            return _failure(text, thinking, "truncated")
         body = text[first_tag.start() :] if first_tag else ""
 
-    openings = list(_TOOL_OPEN.finditer(body))
-    if not openings:
+    opening = TOOL_OPEN.search(body)
+    if opening is None:
         return _failure(text, thinking, "truncated" if truncated else "no_tool_call")
-    ignored = len(openings) - 1
-
-    start = openings[0].end()
-    closing = _TOOL_CLOSE.search(body, start)
-    end = len(body)
-    if closing:
-        end = closing.start()
-    if ignored:
-        end = min(end, openings[1].start())
-    closed = closing is not None and closing.start() == end
-
-    decoded, detail = _decode_json_object(body[start:end], closed)
+    decoded, end, detail = _read_call(body, opening.end())
+    ignored = len(TOOL_OPEN.findall(body, end))
     if detail is not None:
         if truncated:
             return _failure(text, thinking, "truncated", ignored=ignored)
@@ -154,6 +148,25 @@ def parse_response(text: str, finish_reason: str = "stop") -> ParsedResponse:
     )
 
 
+def _read_call(body: str, start: int) -> tuple[Any, int, str | None]:
+    """The value of the call opened just before ``start``: ``(value, end index, None)`` or ``(None, end, detail)``.
+
+    The value is the first ``{``/``[`` structure before the next tool tag; without one, the text up to
+    that tag is given to ``json.loads`` so the detail says what is there instead.
+    """
+    tags = [m.start() for m in (TOOL_OPEN.search(body, start), TOOL_CLOSE.search(body, start)) if m]
+    tag_at = min(tags, default=len(body))
+    opener = first_opener(body, start, tag_at)
+    if opener is None:
+        segment = body[start:tag_at].strip()
+        try:
+            return json.loads(segment, strict=False), tag_at, None
+        except json.JSONDecodeError as exc:
+            return None, tag_at, str(exc)
+    read = read_value(body, opener)
+    return read.value, read.end, read.error
+
+
 def format_response(thinking: str, call: ToolCall) -> str:
     """The normalised assistant text for a call: ``<think>...</think>`` then one ``<tool>`` JSON.
 
@@ -164,32 +177,70 @@ def format_response(thinking: str, call: ToolCall) -> str:
     return f"{THINK_OPEN}{thinking}{THINK_CLOSE}\n<tool>{payload}</tool>"
 
 
-def parse_verdict(text: str) -> tuple[Literal["accept", "reject"] | None, str | None]:
+VerdictWord = Literal["accept", "reject"]
+
+_VERDICT_TAG = re.compile(r"<\s*verdict\s*>([^<]*)(<\s*/\s*verdict\s*>)?", re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"accept|reject", re.IGNORECASE)
+# A verdict is exactly one word, optionally decorated: "Accept", "**REJECT**", "Accepted.", "`reject`".
+_CLEAR_VERDICT = re.compile(r"(accept|reject)(?:ed)?", re.IGNORECASE)
+_DECORATION = " \t\r\n*_`\"'\u201c\u201d\u2018\u2019"
+
+
+def parse_verdict(
+    text: str, finish_reason: str = "stop", starts_in_reasoning: bool = False
+) -> tuple[VerdictWord | None, str | None]:
     """Read the verdict of a per-mask verification answer.
 
-    Looks for ``<verdict>Accept</verdict>`` or ``<verdict>Reject</verdict>`` (case-insensitive,
-    whitespace tolerated, the closing tag may be missing) in the text after the first ``</think>``
-    when there is one, else in the whole text.
+    Grammar: the verdict is the content of a ``<verdict>`` tag (case-insensitive, whitespace
+    tolerated; without a closing tag, the first line after the opening one) that is exactly one of
+    the words ``accept``/``reject`` (or ``accepted``/``rejected``), optionally wrapped in markdown
+    emphasis, backticks or quotes and ending with ``.`` or ``!``. Anything else is not a verdict:
+    a negation ("do not accept", "not reject"), a hedge ("probably accept", "accept (partly)"),
+    a question ("Accept?") or both words. Every tag must be clear and all tags must agree.
+    Tags are read in the text after the first ``</think>`` when there is one.
+
+    A reply that ended inside its reasoning gives no verdict, even when it drafted one there: with
+    ``starts_in_reasoning`` (the template or the server opened the reasoning), or an unclosed
+    ``<think>``, and no ``</think>``; and any reply cut by the token limit without ``</think>``.
 
     Returns:
-        ``(verdict, None)`` on success; ``(None, "missing_verdict")`` when no tag holds either
-        word; ``(None, "ambiguous_verdict")`` when a tag holds both words or tags disagree.
+        ``(verdict, None)`` on success, else ``(None, reason)`` with reason ``"missing_verdict"`` (no
+        tag holds either word), ``"ambiguous_verdict"`` (both words, in one tag or in disagreeing
+        tags), ``"unclear_verdict"`` (a tag holds one word but is not exactly a verdict: negated,
+        hedged, asked), ``"truncated"`` (cut by the token limit inside the reasoning) or
+        ``"unclosed_think"`` (ended inside the reasoning).
     """
     close = text.find(THINK_CLOSE)
     if close >= 0:
         text = text[close + len(THINK_CLOSE) :]
+    elif starts_in_reasoning or THINK_OPEN in text or finish_reason == "length":
+        return None, "truncated" if finish_reason == "length" else "unclosed_think"
     found: set[str] = set()
+    unclear = False
     for tag in _VERDICT_TAG.finditer(text):
-        words = {w.lower() for w in _VERDICT_WORD.findall(tag.group(1))}
+        content = tag.group(1) if tag.group(2) else _first_line(tag.group(1))
+        words = {w.lower() for w in _VERDICT_WORD.findall(content)}
         if len(words) > 1:
             return None, "ambiguous_verdict"
+        if not words:
+            continue
         found |= words
-    if not found:
-        return None, "missing_verdict"
+        if _CLEAR_VERDICT.fullmatch(content.strip(_DECORATION).rstrip(".!").strip(_DECORATION)) is None:
+            unclear = True
     if len(found) > 1:
         return None, "ambiguous_verdict"
-    verdict = found.pop()
-    return ("accept" if verdict == "accept" else "reject"), None
+    if not found:
+        return None, "missing_verdict"
+    if unclear:
+        return None, "unclear_verdict"
+    return ("accept" if found.pop() == "accept" else "reject"), None
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line
+    return ""
 
 
 # ---------------------------------------------------------------- helpers
@@ -229,6 +280,9 @@ def _build_call(decoded: Any) -> ToolCall | tuple[str, dict[str, str]]:
         return "bad_call", {"detail": f"the JSON object {what}"}
     key = "parameters" if "parameters" in decoded else "arguments"
     params = decoded.get(key)
+    if isinstance(params, str):  # parameters written as a JSON-encoded string: read what it holds
+        inner = {} if not params.strip() else decode_text(params)
+        params = inner if isinstance(inner, dict) else params
     if params is None:  # absent or null: the intent (no parameters) is clear
         params = {}
     if not isinstance(params, dict):
@@ -248,100 +302,3 @@ def _json_kind(python_type: str) -> str:
     }.get(python_type, python_type)
 
 
-def _decode_json_object(segment: str, closed: bool) -> tuple[Any, str | None]:
-    """Decode the JSON of a tool call, repairing common slips only when plain decoding fails.
-
-    Repairs, cumulative: code fences removed; the balanced object starting at the first ``{``
-    extracted (drops surplus closing braces and trailing junk); trailing commas removed; when the
-    call was properly closed by a tag, missing closing braces appended; then typographic double
-    quotes, then also typographic single quotes, read as ``"``.
-
-    Returns:
-        ``(value, None)`` or ``(None, detail)`` where ``detail`` is the JSON parser's message for
-        the structurally repaired text (before quote substitution).
-    """
-    stripped = segment.strip()
-    try:
-        return json.loads(stripped), None
-    except json.JSONDecodeError:
-        pass
-    base = _CODE_FENCE.sub("", stripped)
-    candidates = [
-        _repair_structure(base, closed),
-        _repair_structure(base.translate(_DOUBLE_TYPOGRAPHIC), closed),
-        _repair_structure(base.translate(_DOUBLE_TYPOGRAPHIC).translate(_SINGLE_TYPOGRAPHIC), closed),
-    ]
-    first_error: str | None = None
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError as exc:
-            if first_error is None:
-                first_error = str(exc)
-            continue
-        logger.debug("repaired tool-call JSON %r -> %r", segment, candidate)
-        return value, None
-    return None, first_error
-
-
-def _repair_structure(text: str, closed: bool) -> str:
-    """Balanced object from the first ``{``, trailing commas removed, missing braces added."""
-    start = text.find("{")
-    if start < 0:
-        return text.strip()
-    end, depth, in_string = _scan_object(text, start)
-    if end is not None:
-        return _remove_trailing_commas(text[start:end])
-    obj = text[start:].rstrip()
-    if closed and not in_string:
-        obj += "}" * depth
-    return _remove_trailing_commas(obj)
-
-
-def _json_chars(text: str, start: int = 0) -> Iterator[tuple[int, str, bool]]:
-    """Yield ``(index, char, in_string)`` from ``start`` on; ``in_string`` is the JSON string state
-    *after* the char (True inside a string literal and on its opening quote, False on its closing one)."""
-    in_string = False
-    escaped = False
-    for i in range(start, len(text)):
-        c = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        yield i, c, in_string
-
-
-def _scan_object(text: str, start: int) -> tuple[int | None, int, bool]:
-    """Scan the object opened at ``start``, respecting JSON strings.
-
-    Returns ``(end, 0, False)`` with ``end`` the index after the matching ``}``, or, when the
-    text ends first, ``(None, depth still open, whether the text ends inside a string)``.
-    """
-    depth = 0
-    in_string = False
-    for i, c, in_string in _json_chars(text, start):
-        if in_string:
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1, 0, False
-    return None, depth, in_string
-
-
-def _remove_trailing_commas(text: str) -> str:
-    """Drop commas (outside strings) that are followed only by whitespace and ``}`` or ``]``."""
-    out: list[str] = []
-    for i, c, in_string in _json_chars(text):
-        if c == "," and not in_string and text[i + 1 :].lstrip()[:1] in ("}", "]"):
-            continue
-        out.append(c)
-    return "".join(out)

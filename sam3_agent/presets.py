@@ -13,20 +13,37 @@ Any preset can take a scripted VLM (``script``): the responses replay in order, 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
-from dataclasses import dataclass
+import weakref
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .engine.decoding import DecodingOverrides, apply_overrides, check_overrides
 from .errors import InputError
 from .hub import check_model_source
-from .segmenter import DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter
+from .gpu_memory import (
+    DEFAULT_VLM_BYTES,
+    MemoryPlan,
+    checkpoint_files,
+    free_gpu_bytes,
+    kv_bytes_per_token,
+    plan_for_gpu,
+)
+from .model_loading import default_device
+from .segmenter import DEFAULT_FEATURE_CACHE_BYTES, DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter, sam3_dtype
+from .verify import DEFAULT_VERIFY_BATCH_SIZE
 from .vlm.base import VLM
+from .zerogpu import on_zero_gpu
+
+logger = logging.getLogger(__name__)
 
 Preset = Literal["real", "tiny"]
 TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl"]
 TINY_MAX_NEW_TOKENS = 48  # random weights ramble; keep tiny runs short
+SERVER_MAX_NEW_TOKENS = 1024  # token budget of a server's calls unless asked (the server applies its own sampling)
 _build_lock = threading.Lock()
 
 
@@ -61,10 +78,19 @@ class BackendSettings:
         script: JSON file of scripted VLM responses (see ``vlm.scripted.load_script``).
         sam3_model: Hugging Face id or local folder of SAM 3 (``real`` preset).
         device: ``"cuda"``, ``"cpu"`` or ``None`` (CUDA when available).
-        min_pixels / max_pixels: bounds on the pixels of each image given to the local VLM.
-        max_new_tokens: token budget of each VLM call (``None``: backend default).
+        min_pixels / max_pixels: bounds on the pixels of each image given to the VLM (local or server).
+        max_new_tokens: token budget of each main VLM call (``None``: the model's default, see
+            ``engine.decoding``; the tiny preset: ``TINY_MAX_NEW_TOKENS``).
+        vlm_server_connect_timeout / vlm_server_read_timeout / vlm_server_deadline: seconds to connect to the
+            server, of silence allowed while it answers, and for a whole call (``None``: the environment
+            variables of ``openai_server.TIMEOUT_ENVIRONMENT``, else ``ServerTimeouts``' defaults).
         tiny_vlm_kind: which tiny VLM architecture the ``tiny`` preset uses.
-        prefix_cache: reuse prompt-prefix KV caches in the local VLM (same greedy output; off saves its memory).
+        prefix_cache: reuse prompt-prefix KV caches in the local VLM (same output, verified on CPU in float32;
+            off saves its memory).
+        sam3_dtype: ``"float32"`` or ``"bfloat16"`` for SAM 3 and its point model (``None``: float32, or what the
+            GPU memory plan picks on a small GPU, see ``gpu_memory``).
+        decoding: sampling, seed and verification budget asked for instead of the local model's defaults
+            (``engine.decoding.DecodingOverrides``; its own ``max_new_tokens`` is ignored: use the field above).
     """
 
     preset: Preset = "real"
@@ -80,6 +106,11 @@ class BackendSettings:
     max_new_tokens: int | None = None
     tiny_vlm_kind: TinyVlmKind = "qwen3_vl"
     prefix_cache: bool = True
+    vlm_server_connect_timeout: float | None = None
+    vlm_server_read_timeout: float | None = None
+    vlm_server_deadline: float | None = None
+    sam3_dtype: str | None = None
+    decoding: DecodingOverrides = DecodingOverrides()
 
 
 @dataclass(frozen=True)
@@ -94,30 +125,88 @@ class Backends:
 
 @functools.lru_cache(maxsize=4)
 def _local_vlm(model: str, device: str | None, min_pixels: int | None, max_pixels: int | None,
-               max_new_tokens: int, prefix_cache: bool = True) -> VLM:
+               prefix_cache: bool = True, prefix_cache_bytes: int | None = None) -> Any:
     from .vlm.transformers_qwen import TransformersQwenVLM
 
     check_model_source(model, "VLM")
+    bound = {} if prefix_cache_bytes is None else {"prefix_cache_bytes": prefix_cache_bytes}
     return TransformersQwenVLM.from_pretrained(
-        model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, max_new_tokens=max_new_tokens,
-        prefix_cache=prefix_cache,
+        model, device=device, min_pixels=min_pixels, max_pixels=max_pixels, prefix_cache=prefix_cache, **bound,
     )
 
 
+def _decoding_views(loaded: Any, settings: BackendSettings, tiny: bool) -> tuple[VLM, VLM, dict[str, Any]]:
+    """The main and verification views of a loaded local VLM under the model's defaults and the settings'
+    overrides, and their trace record.
+
+    Raises:
+        InputError: inconsistent or out-of-range decoding values (the message names them).
+    """
+    overrides = replace(settings.decoding, max_new_tokens=settings.max_new_tokens)
+    if tiny:  # random weights ramble: keep tiny runs short unless asked otherwise
+        overrides = replace(
+            overrides,
+            max_new_tokens=overrides.max_new_tokens or TINY_MAX_NEW_TOKENS,
+            verify_max_new_tokens=overrides.verify_max_new_tokens or TINY_MAX_NEW_TOKENS,
+        )
+    try:
+        resolved = apply_overrides(loaded.defaults, overrides)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    main, verifier = loaded.with_decoding(resolved.main), loaded.with_decoding(resolved.verify)
+    record = {"main": main.decoding_record(), "verify": verifier.decoding_record(), "thinking": resolved.thinking,
+              "sampling_source": resolved.source}
+    return main, verifier, record
+
+
 @functools.lru_cache(maxsize=4)
-def _segmenter(model: str, device: str | None) -> Segmenter:
+def _segmenter(model: str, device: str | None, dtype: str | None = None,
+               feature_cache_bytes: int = DEFAULT_FEATURE_CACHE_BYTES) -> Segmenter:
     check_model_source(model, "SAM 3 model")
-    return Sam3Segmenter.from_pretrained(model, device=device)
+    return Sam3Segmenter.from_pretrained(model, device=device, dtype=dtype, feature_cache_bytes=feature_cache_bytes)
 
 
-def _prefill_system_prompts(vlm: VLM) -> None:
-    """Compute the KV caches of both system prompts now, once per model, so no run pays for them."""
+def memory_plan(settings: BackendSettings, vlm_id: str) -> MemoryPlan | None:
+    """The GPU memory plan of a ``real`` run on CUDA (``gpu_memory.plan_for_gpu``), or ``None`` (CPU, tiny).
+
+    Raises:
+        BackendError: the models do not fit the GPU even with the smallest settings (the message names the flags).
+    """
+    device = settings.device or default_device()
+    if settings.preset != "real" or not device.startswith("cuda"):
+        return None
+    local_vlm = not (settings.vlm_server or settings.script)
+    weights, config = checkpoint_files(vlm_id) if local_vlm else (0, None)
+    if local_vlm and weights is None:
+        logger.info("the size of %s is unknown before download; planning GPU memory for %.1f GB", vlm_id,
+                    DEFAULT_VLM_BYTES / 1e9)
+    plan = plan_for_gpu(free_gpu_bytes(), (weights or DEFAULT_VLM_BYTES) if local_vlm else 0,
+                        kv_bytes_per_token(config), vlm_id)
+    logger.info("GPU memory plan %s", plan.describe())
+    return plan
+
+
+_system_prompts_cached: weakref.WeakSet = weakref.WeakSet()  # VLMs whose system prompts this process has computed
+
+
+def cache_system_prompts(vlm: VLM) -> None:
+    """Compute the KV caches of both system prompts, once per model and process, so no run pays for them.
+
+    ``build_backends`` calls it at load, except on a ZeroGPU Space (no CUDA work outside a GPU call); there the
+    app's first request calls it inside its GPU call. A ZeroGPU worker is a fork of the main process: what the main
+    process never computed, each worker computes once. Does nothing for VLMs without ``prefill_system_prompts``.
+
+    Raises:
+        BackendError: the model failed (e.g. out of memory).
+    """
     prefill = getattr(vlm, "prefill_system_prompts", None)
-    if prefill is not None:
-        from .prompts import load_prompts
+    if prefill is None or vlm in _system_prompts_cached:
+        return
+    from .prompts import load_prompts
 
-        prompts = load_prompts()
-        prefill([prompts.main_system, prompts.verify_system])
+    prompts = load_prompts()
+    prefill([prompts.main_system, prompts.verify_system])
+    _system_prompts_cached.add(vlm)
 
 
 def build_backends(settings: BackendSettings) -> Backends:
@@ -137,6 +226,15 @@ def build_backends(settings: BackendSettings) -> Backends:
     if len(sources) > 1:
         raise InputError("choose one VLM: a server URL or a script file, not both")
 
+    try:
+        check_overrides(replace(settings.decoding, max_new_tokens=settings.max_new_tokens))
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    if settings.decoding.sets_sampling() and (settings.vlm_server or settings.script):
+        raise InputError(
+            "--decoding, --temperature, --top-p, --top-k and --seed apply to a local model (--vlm-model): "
+            "a server decodes with its own settings, a script replays its text"
+        )
     record: dict[str, Any] = {"preset": settings.preset, "device": settings.device}
     if settings.preset == "tiny":
         sam3_path, vlm_path = tiny_model_paths(settings.tiny_vlm_kind)
@@ -145,9 +243,17 @@ def build_backends(settings: BackendSettings) -> Backends:
     else:
         sam3_id = settings.sam3_model or DEFAULT_SAM3_MODEL
         vlm_id = settings.vlm_model or DEFAULT_VLM_MODEL
-        max_new_tokens = settings.max_new_tokens or 1024
-    segmenter = _segmenter(sam3_id, settings.device)
+        max_new_tokens = settings.max_new_tokens or SERVER_MAX_NEW_TOKENS
+    sam3_dtype(settings.sam3_dtype)  # an unknown dtype is refused before anything loads
+    plan = memory_plan(settings, vlm_id)
+    dtype = settings.sam3_dtype or (plan.sam3_dtype if plan else "float32")
+    segmenter = _segmenter(sam3_id, settings.device, dtype,
+                           plan.feature_cache_bytes if plan else DEFAULT_FEATURE_CACHE_BYTES)
     record["sam3_model"] = sam3_id
+    record["sam3_dtype"] = dtype
+    record["verify_batch_size"] = plan.verify_batch_size if plan else DEFAULT_VERIFY_BATCH_SIZE
+    if plan is not None:
+        record["memory_plan"] = plan.describe()
 
     if settings.script:
         from .vlm.scripted import ScriptedVLM, load_script
@@ -159,25 +265,37 @@ def build_backends(settings: BackendSettings) -> Backends:
         verifier: VLM = ScriptedVLM(script["verify"], name=f"scripted-verify:{Path(settings.script).name}")
         record["vlm_model"] = f"script {Path(settings.script).name}"
     elif settings.vlm_server:
-        from .vlm.openai_server import OpenAIServerVLM
+        from .vlm.openai_server import OpenAIServerVLM, ServerTimeouts
 
+        timeouts = ServerTimeouts.resolve(
+            settings.vlm_server_connect_timeout, settings.vlm_server_read_timeout, settings.vlm_server_deadline
+        )
         vlm = OpenAIServerVLM(
             settings.vlm_server,
             settings.vlm_server_model or "",
             api_key=settings.api_key or os.environ.get("OPENAI_API_KEY"),
+            timeouts=timeouts,
             max_new_tokens=max_new_tokens,
+            min_pixels=settings.min_pixels,
+            max_pixels=settings.max_pixels,
         )
         verifier = vlm
         record["vlm_model"] = settings.vlm_server_model
         record["vlm_server"] = settings.vlm_server
+        record["vlm_server_timeouts"] = asdict(timeouts)
+        record["min_pixels"] = vlm.image_limits.min_pixels
+        record["max_pixels"] = vlm.image_limits.max_pixels
     else:
-        vlm = _local_vlm(vlm_id, settings.device, settings.min_pixels, settings.max_pixels, max_new_tokens,
-                         settings.prefix_cache)
-        verifier = vlm
-        _prefill_system_prompts(vlm)
+        max_pixels = settings.max_pixels or (plan.max_pixels if plan else None)
+        loaded = _local_vlm(vlm_id, settings.device, settings.min_pixels, max_pixels, settings.prefix_cache,
+                            plan.prefix_cache_bytes if plan else None)
+        vlm, verifier, record["decoding"] = _decoding_views(loaded, settings, settings.preset == "tiny")
+        max_new_tokens = record["decoding"]["main"]["max_new_tokens"]
+        if not on_zero_gpu():
+            cache_system_prompts(vlm)
         record["vlm_model"] = vlm_id
         record["min_pixels"] = settings.min_pixels
-        record["max_pixels"] = settings.max_pixels
+        record["max_pixels"] = max_pixels
         record["prefix_cache"] = settings.prefix_cache
     record["max_new_tokens"] = max_new_tokens
     return Backends(vlm, verifier, segmenter, record)
@@ -197,11 +315,11 @@ def tiny_tracker_path() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _point_segmenter(model: str, device: str | None):
+def _point_segmenter(model: str, device: str | None, dtype: str | None = None):
     from .tracker import Sam3PointSegmenter
 
     check_model_source(model, "SAM 3 point-prompt model")
-    return Sam3PointSegmenter.from_pretrained(model, device=device)
+    return Sam3PointSegmenter.from_pretrained(model, device=device, dtype=dtype)
 
 
 def share_sam3_backbone(point_segmenter: Any, segmenter: Any) -> bool:
@@ -215,13 +333,16 @@ def share_sam3_backbone(point_segmenter: Any, segmenter: Any) -> bool:
     return False
 
 
-def build_point_segmenter(preset: Preset = "real", model: str | None = None, device: str | None = None):
+def build_point_segmenter(preset: Preset = "real", model: str | None = None, device: str | None = None,
+                          dtype: str | None = None):
     """SAM 3's point-prompt model for a preset, loaded once per process and shared.
 
     Args:
         preset: ``"real"`` (``model`` or ``facebook/sam3``) or ``"tiny"`` (random weights, offline; ``model`` ignored).
         model: Hugging Face id or local folder of SAM 3 (``real`` preset).
         device: ``"cuda"``, ``"cpu"`` or ``None`` (CUDA when available).
+        dtype: ``"float32"`` (``None``) or ``"bfloat16"``: SAM 3's dtype (``Backends.settings["sam3_dtype"]``), so
+            that the two share their vision backbone.
 
     Returns:
         a ``tracker.Sam3PointSegmenter``.
@@ -233,4 +354,4 @@ def build_point_segmenter(preset: Preset = "real", model: str | None = None, dev
     if preset not in ("real", "tiny"):
         raise InputError(f"unknown preset {preset!r}: use 'real' or 'tiny'")
     model_id = str(tiny_tracker_path()) if preset == "tiny" else (model or DEFAULT_SAM3_MODEL)
-    return _point_segmenter(model_id, device)
+    return _point_segmenter(model_id, device, dtype or "float32")  # one cache entry for None and "float32"

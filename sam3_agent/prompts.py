@@ -46,7 +46,7 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "empty_output": (),
         "no_tool_call": (),
         "unclosed_think": (),
-        "truncated": (),
+        "truncated": ("limit",),
         "bad_json": ("detail",),
         "bad_call": ("detail",),
         "unknown_tool": ("name", "tools"),
@@ -66,17 +66,26 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "too_many_masks": ("count", "limit"),
         "phrase_already_used": ("phrase", "used"),
         "segment_result": ("count", "phrase"),
+        "phrase_cut": ("limit", "phrase", "read"),
         "segment_zero": ("phrase", "used"),
         "examine_result": ("kept", "total"),
+        "examine_unchecked": ("numbers",),
         "examine_all_rejected": ("total",),
         "verify_user": ("query", "mask_number"),
         "verify_retry": (),
+        "verify_truncated": ("limit",),
     }.items()
 }
 
 
 class PromptError(Sam3AgentError, ValueError):
     """A prompt file is missing or malformed, or a feedback text was asked for wrongly."""
+
+
+def token_limit_text(output_tokens: int | None) -> str:
+    """How a feedback text names the token budget a reply ran into: ``"512 tokens"``, or, when the backend
+    did not count them, ``"the token budget of one reply"``."""
+    return f"{output_tokens} tokens" if output_tokens else "the token budget of one reply"
 
 
 def template_fields(template: str) -> set[str]:

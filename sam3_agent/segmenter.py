@@ -11,16 +11,16 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 from PIL import Image
 
-from .errors import BackendError
+from .errors import BackendError, InputError
 from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
 from .images import image_digest
+from .model_loading import default_device, load_checked
 from .types import Masks
 
 logger = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ DEFAULT_FEATURE_CACHE_SIZE = 4  # images whose features are kept
 # Bytes of cached features: full-size SAM 3 keeps ~220 MB per image in float32 (FPN maps at 288, 144 and 72 px
 # with 256 channels, plus their position encodings), so 1 GiB holds the default 4 images on a CPU.
 DEFAULT_FEATURE_CACHE_BYTES = 1024**3
+UPSAMPLE_CHUNK_BYTES = 256 * 1024**2  # float32 full-size masks upsampled at once on the device (5 at 12 MP)
 
 
 @runtime_checkable
@@ -62,7 +63,7 @@ def load_failure_message(model_id: str, error: BaseException | None = None) -> s
     Names the model id and how to fix the problem: for a local folder, what it must contain; for a Hub id, that
     ``facebook/sam3`` is gated (accept the licence, log in) and that offline the weights must already be cached.
     """
-    cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+    cause = f" ({str(error).strip() or 'no details'})" if error is not None else ""
     if _looks_like_local_path(model_id):
         return (
             f"Could not load SAM 3 from the folder '{model_id}'{cause}. The folder must exist and hold a "
@@ -83,8 +84,19 @@ def load_failure_message(model_id: str, error: BaseException | None = None) -> s
     )
 
 
-def _default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
+def sam3_dtype(name: str | None) -> torch.dtype:
+    """The torch dtype SAM 3 runs in: ``"float32"`` (default: the precision of SAM 3's official usage; the scores
+    and masks that decide what the agent sees come from it) or ``"bfloat16"`` (half the memory; the smoke command,
+    ``python -m sam3_agent.smoke``, measures how far its scores and masks move from float32).
+
+    Raises:
+        InputError: any other name.
+    """
+    if name in (None, "float32"):
+        return torch.float32
+    if name == "bfloat16":
+        return torch.bfloat16
+    raise InputError(f"SAM 3 runs in float32 or bfloat16, not {name!r}")
 
 
 class Sam3Segmenter(CachedImageModel):
@@ -130,34 +142,43 @@ class Sam3Segmenter(CachedImageModel):
         device: str | None = None,
         feature_cache_size: int = DEFAULT_FEATURE_CACHE_SIZE,
         feature_cache_bytes: int = DEFAULT_FEATURE_CACHE_BYTES,
+        dtype: str | None = None,
     ) -> "Sam3Segmenter":
         """Load SAM 3 weights and processor from a Hugging Face id or a local folder.
 
+        The weights go straight onto the device (``model_loading.load_checked``); a checkpoint that lacks any of
+        ``Sam3Model``'s weights is refused (a ``facebook/sam3`` checkpoint also holds the tracker's and the video
+        memory's weights: those are legitimately unused here).
+
         Args:
             model_id: Hub id (default ``facebook/sam3``, gated) or folder written by ``save_pretrained``.
-            device: torch device string; ``None`` picks ``"cuda"`` when available (bfloat16 weights) else
-                ``"cpu"`` (float32).
+            device: torch device string; ``None`` picks ``"cuda"`` when available, else ``"cpu"``.
             feature_cache_size: how many images' vision features to keep (LRU); 0 disables the cache.
             feature_cache_bytes: most bytes of cached features (tensor storage on the model's device).
+            dtype: ``"float32"`` (default) or ``"bfloat16"`` (see :func:`sam3_dtype`).
 
         Raises:
-            BackendError: the weights or processor cannot be loaded, or the device cannot take them; the
-                message names ``model_id`` and the fix (see :func:`load_failure_message`).
+            BackendError: the weights or processor cannot be loaded, weights are missing from the checkpoint, or
+                the device cannot take them; the message names ``model_id`` and the fix (see
+                :func:`load_failure_message`, ``model_loading.check_loading_info``).
+            InputError: an unknown ``dtype``.
             ValueError: ``feature_cache_size`` or ``feature_cache_bytes`` is negative.
         """
         from transformers import Sam3Model, Sam3Processor
 
         FeatureCache(feature_cache_size, feature_cache_bytes, features_nbytes)  # check the bounds before loading
+        torch_dtype = sam3_dtype(dtype)
         if _looks_like_local_path(model_id) and not Path(model_id).expanduser().is_dir():
             # Do not let transformers take a mistyped path for a Hub id and go to the network.
             raise BackendError(load_failure_message(model_id, FileNotFoundError(f"no folder at {model_id}")))
         source = str(Path(model_id).expanduser()) if _looks_like_local_path(model_id) else model_id
-        device = device or _default_device()
-        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        logger.info("loading SAM 3 from %s on %s (%s)", model_id, device, dtype)
+        device = device or default_device()
+        logger.info("loading SAM 3 from %s on %s (%s)", model_id, device, torch_dtype)
         try:
             processor = Sam3Processor.from_pretrained(source)
-            model = Sam3Model.from_pretrained(source, dtype=dtype).to(device).eval()
+            model = load_checked(Sam3Model, source, model_id, "SAM 3", device, torch_dtype)
+        except BackendError:
+            raise
         except Exception as exc:  # any loading failure (missing, gated, corrupt, bad device) becomes one error
             raise BackendError(load_failure_message(model_id, exc)) from exc
         return cls(
@@ -194,6 +215,21 @@ class Sam3Segmenter(CachedImageModel):
         key = image_digest(image)
         return self._run_locked(lambda: self._segment_locked(image, key, phrase, float(score_threshold)),
                                 f"SAM 3 ({self.name})", image.size, "run SAM 3 on the CPU")
+
+    def phrase_cut(self, phrase: str) -> tuple[str, int] | None:
+        """What SAM 3's text encoder reads of a phrase longer than it takes (``segment`` truncates it).
+
+        Returns:
+            ``(the phrase as read, the token limit)`` when ``phrase`` has more tokens than the encoder's
+            ``max_position_embeddings`` (32 for facebook/sam3, start and end tokens included); ``None``
+            when the whole phrase is read. The text as read is the tokenizer's decoding, lower-cased by
+            CLIP's tokenizer.
+        """
+        tokenizer = self._processor.tokenizer
+        if len(tokenizer(phrase)["input_ids"]) <= self._max_text_tokens:
+            return None
+        kept = tokenizer(phrase, truncation=True, max_length=self._max_text_tokens)["input_ids"]
+        return tokenizer.decode(kept, skip_special_tokens=True).strip(), self._max_text_tokens
 
     def backbone_output(self, image: Image.Image) -> torch.Tensor:
         """The vision backbone's output for ``image``, from the feature cache (encoding it when missing).
@@ -249,27 +285,51 @@ class Sam3Segmenter(CachedImageModel):
             input_ids=text["input_ids"].to(self.device),
             attention_mask=text["attention_mask"].to(self.device),
         )
-        # float32 for post-processing (bfloat16 on GPU); only these four fields are read.
-        raw = SimpleNamespace(
-            pred_logits=outputs.pred_logits.float(),
-            pred_boxes=outputs.pred_boxes.float(),
-            pred_masks=outputs.pred_masks.float(),
-            presence_logits=None if outputs.presence_logits is None else outputs.presence_logits.float(),
-        )
-        height, width = image.height, image.width
-        # transformers keeps score > threshold; ask for a hair less and apply ">=" ourselves below.
-        result = self._processor.post_process_instance_segmentation(
-            raw, threshold=score_threshold - 1e-6, mask_threshold=MASK_THRESHOLD, target_sizes=[(height, width)]
-        )[0]
-        scores = result["scores"].cpu().numpy().astype(np.float32)
-        keep = scores >= score_threshold
-        masks = result["masks"].bool().cpu().numpy()[keep]
-        boxes = result["boxes"].cpu().numpy().astype(np.float32)[keep]
-        boxes[:, 0::2] = boxes[:, 0::2].clip(0, width)
-        boxes[:, 1::2] = boxes[:, 1::2].clip(0, height)
-        masks = masks.reshape(-1, height, width)  # keeps (0, H, W) when nothing is left
-        return Masks(masks=masks, scores=scores[keep], boxes=boxes.reshape(-1, 4), phrase=phrase)
+        return instance_masks(outputs, image.height, image.width, score_threshold, phrase)
 
+
+def instance_masks(outputs: Any, height: int, width: int, score_threshold: float, phrase: str,
+                   chunk_bytes: int = UPSAMPLE_CHUNK_BYTES) -> Masks:
+    """SAM 3's detections of one image as ``Masks`` at the image's resolution.
+
+    The same result as transformers' ``Sam3Processor.post_process_instance_segmentation`` with ``target_sizes``
+    (score = sigmoid(class logit) * sigmoid(presence logit); mask = bilinear upsampling of sigmoid(mask logits),
+    ``align_corners=False``, > ``MASK_THRESHOLD``; boxes = normalised xyxy times the image size), computed here
+    because the library upsamples every kept mask at once on the model's device in float32 and binarises it to
+    int64: 13 bytes per pixel per mask, about 156 MB per mask at 12 MP, several GB for a crowded photo. Here the
+    masks are upsampled a few at a time (at most ``chunk_bytes`` of float32 on the device) and kept as bool on the
+    CPU (1 byte per pixel).
+
+    Args:
+        outputs: ``Sam3Model`` output for one image: ``pred_logits`` (1, Q), ``presence_logits`` (1, 1) or None,
+            ``pred_boxes`` (1, Q, 4) normalised xyxy, ``pred_masks`` (1, Q, h, w) logits.
+        height / width: the image's size in pixels.
+        score_threshold: detections scoring at least this are kept.
+        phrase: recorded on the result.
+        chunk_bytes: most bytes of float32 upsampled masks on the device at once (at least one mask).
+
+    Returns:
+        masks bool (N, H, W), scores float32 (N,), boxes float32 (N, 4) xyxy pixels clipped to the image, in
+        query order.
+    """
+    scores = outputs.pred_logits[0].float().sigmoid()
+    if outputs.presence_logits is not None:
+        scores = scores * outputs.presence_logits[0].float().sigmoid()
+    keep = scores >= score_threshold
+    scale = torch.tensor([width, height, width, height], dtype=torch.float32, device=scores.device)
+    boxes = (outputs.pred_boxes[0][keep].float() * scale).cpu().numpy().astype(np.float32).reshape(-1, 4)
+    boxes[:, 0::2] = boxes[:, 0::2].clip(0, width)
+    boxes[:, 1::2] = boxes[:, 1::2].clip(0, height)
+    logits = outputs.pred_masks[0][keep]
+    masks = np.empty((len(logits), height, width), dtype=bool)
+    step = max(1, chunk_bytes // (4 * height * width))
+    for start in range(0, len(logits), step):
+        probabilities = logits[start : start + step].float().sigmoid().unsqueeze(0)
+        upsampled = torch.nn.functional.interpolate(probabilities, size=(height, width), mode="bilinear",
+                                                    align_corners=False)[0]
+        masks[start : start + step] = (upsampled > MASK_THRESHOLD).cpu().numpy()
+        del probabilities, upsampled
+    return Masks(masks=masks, scores=scores[keep].cpu().numpy().astype(np.float32), boxes=boxes, phrase=phrase)
 
 def features_nbytes(features: Any) -> int:
     """Bytes of tensor storage in cached vision features (backbone output, FPN maps and position encodings)."""

@@ -22,11 +22,13 @@ class ParameterSpec:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One tool: its name, parameters (all required) and whether it ends the run."""
+    """One tool: its name, parameters (all required), whether it ends the run and whether, when it runs,
+    it replaces the current masks (and so the image that shows them)."""
 
     name: str
     parameters: tuple[ParameterSpec, ...]
     ends_run: bool
+    replaces_masks: bool = False
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -47,8 +49,9 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             "segment_phrase",
             (ParameterSpec("text_prompt", "string", "a short, simple noun phrase for SAM 3"),),
             ends_run=False,
+            replaces_masks=True,
         ),
-        ToolSpec("examine_each_mask", (), ends_run=False),
+        ToolSpec("examine_each_mask", (), ends_run=False, replaces_masks=True),
         ToolSpec(
             "select_masks_and_return",
             (ParameterSpec("final_answer_masks", "array<integer>", "1-based numbers of masks currently shown"),),

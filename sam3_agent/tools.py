@@ -232,17 +232,28 @@ class Tools:
         masks = postprocess_masks(detections, self.score_threshold, self.iom_threshold).renamed(phrase)
         state.used_phrases.append(phrase)
         state.masks = masks
+        note = self._phrase_cut_note(phrase)
         if len(masks) == 0:
-            text = self.prompts.format(
+            text = note + self.prompts.format(
                 "segment_zero", phrase=phrase, used=", ".join(f'"{p}"' for p in state.used_phrases)
             )
             reply = Message("user", (TextPart(text),))
             return ToolOutcome(ToolResult(reply, masks, summary=f"0 masks for '{phrase}'"), starts_masks=True)
         overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, masks))
-        text = self.prompts.format("segment_result", count=len(masks), phrase=phrase)
+        text = note + self.prompts.format("segment_result", count=len(masks), phrase=phrase)
         reply = Message("user", (TextPart(text), overlay))
         summary = f"{len(masks)} mask(s) for '{phrase}'"
         return ToolOutcome(ToolResult(reply, masks, summary=summary), starts_masks=True)
+
+    def _phrase_cut_note(self, phrase: str) -> str:
+        """The note (ending in a blank line) telling the model what SAM 3 read of a phrase too long for its text
+        encoder, or ``""``. Segmenters without a ``phrase_cut`` method read every phrase whole."""
+        phrase_cut = getattr(self.segmenter, "phrase_cut", None)
+        cut = phrase_cut(phrase) if phrase_cut is not None else None
+        if cut is None:
+            return ""
+        read, limit = cut
+        return self.prompts.format("phrase_cut", limit=limit, phrase=phrase, read=read) + "\n\n"
 
     def _examine(
         self, state: ToolState, round_index: int, stop: threading.Event | None
@@ -261,7 +272,8 @@ class Tools:
             stop=stop,
             batch_size=self.verify_batch_size,
         )
-        kept = [v.mask_number - 1 for v in verdicts if v.verdict == "accept"]
+        accepted = [v for v in verdicts if v.verdict == "accept"]
+        kept = [v.mask_number - 1 for v in accepted]
         survivors = masks.subset(kept)
         state.masks = survivors
         if not kept:
@@ -270,6 +282,9 @@ class Tools:
         else:
             overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors))
             text = self.prompts.format("examine_result", kept=len(kept), total=len(masks))
+            unchecked = [str(new) for new, v in enumerate(accepted, start=1) if v.source == "error"]
+            if unchecked:
+                text += "\n" + self.prompts.format("examine_unchecked", numbers=", ".join(unchecked))
             reply = Message("user", (TextPart(text), overlay))
         summary = f"kept {len(kept)} of {len(masks)} mask(s)"
         return ToolOutcome(ToolResult(reply, survivors, verdicts=tuple(verdicts), summary=summary))

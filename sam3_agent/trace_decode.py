@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from .edits import op_from_json
-from .errors import InputError, TraceFormatError
+from .errors import InputError, TraceFormatError, what_went_wrong
 from .images import file_name_of, load_image
 from .masks import validated_counts
 from .render import RENDERER_VERSION, MaskView
@@ -177,6 +177,7 @@ class _Reader:
             zoom_view=self.image(data["zoom_view"]),
             prompt_tokens=data["prompt_tokens"],
             seconds=float(data["seconds"]),
+            error=data.get("error"),  # absent in version-2 traces written before verification errors existed
         )
 
     def result(self, data: dict[str, Any] | None) -> ToolResult | None:
@@ -279,7 +280,7 @@ def trace_from_json(document: dict[str, Any], load_bytes: Callable[[str], bytes]
     except TraceFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
-        raise TraceFormatError(f"the trace is malformed: {type(error).__name__}: {error}") from None
+        raise TraceFormatError(f"the trace is malformed: {what_went_wrong(error)}") from None
     if trace.status not in STATUSES:
         raise TraceFormatError(f"unknown trace status {trace.status!r}")
     return trace

@@ -13,7 +13,9 @@ import hashlib
 import io
 import json
 import logging
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from PIL import Image
@@ -191,6 +193,7 @@ class TraceEncoder:
             "zoom_view": self.image(verdict.zoom_view, trace, names),
             "prompt_tokens": verdict.prompt_tokens,
             "seconds": verdict.seconds,
+            "error": verdict.error,
         }
 
     def _result(self, result: ToolResult | None, trace: Trace, names: dict[str, Any]) -> dict[str, Any] | None:
@@ -214,6 +217,7 @@ class TraceEncoder:
                 "images_as_text": list(r.context.images_as_text),
                 "note": r.context.note,
                 "image_count": r.context.image_count,
+                "reasons": None if r.context.reasons is None else [list(pair) for pair in r.context.reasons],
             },
             "output": r.output,
             "finish_reason": r.finish_reason,
@@ -276,6 +280,19 @@ def call_json(call: ToolCall | None) -> dict[str, Any] | None:
     return {"name": call.name, "parameters": call.parameters, "raw_name": call.raw_name}
 
 
+def photo_file_of(source: Any) -> bytes | None:
+    """The photo's file as given, for ``Agent.start(image_file=...)``: the bytes of encoded image data, or of a
+    regular file at a path; ``None`` for anything else (a PIL image, an array, a FIFO, an unreadable path). The
+    trace stores these bytes only when they decode to the run's pixels (``TraceEncoder.photo``)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            path = Path(source)
+            return path.read_bytes() if path.is_file() else None
+        except OSError:
+            return None
+    return None
 
 
 def trace_files(trace: Trace) -> dict[str, bytes]:

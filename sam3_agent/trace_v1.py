@@ -61,6 +61,7 @@ class V1Reader:
             zoom_view=ImagePart(self.image(data["zoom_view"]), data["zoom_view"]),
             prompt_tokens=data["prompt_tokens"],
             seconds=float(data["seconds"]),
+            error=data.get("error"),  # absent in traces written before verification errors were recorded
         )
 
     def result(self, data: dict[str, Any] | None) -> ToolResult | None:
@@ -86,6 +87,17 @@ def read_call(data: dict[str, Any] | None) -> ToolCall | None:
     return ToolCall(str(data["name"]), dict(data["parameters"]), str(data["raw_name"]))
 
 
+def read_reasons(data: Any) -> tuple[tuple[int, str], ...] | None:
+    """``ContextRecord.reasons`` from ``[[index, key], ...]`` (``None``: not recorded).
+
+    Raises:
+        TypeError, ValueError: the pairs are not (integer, text) pairs (reported as a malformed trace).
+    """
+    if data is None:
+        return None
+    return tuple((int(index), str(key)) for index, key in data)
+
+
 def read_round(data: dict[str, Any], read_result: Callable[[Any], ToolResult | None]) -> Round:
     """A ``Round`` from its JSON form (the same in every schema version but for its result)."""
     context = data["context"]
@@ -97,6 +109,7 @@ def read_round(data: dict[str, Any], read_result: Callable[[Any], ToolResult | N
             images_as_text=tuple(context["images_as_text"]),
             note=context["note"],
             image_count=int(context["image_count"]),
+            reasons=read_reasons(context.get("reasons")),  # absent in traces saved before it existed
         ),
         output=str(data["output"]),
         finish_reason=data["finish_reason"],

@@ -27,15 +27,22 @@ from PIL import Image
 from .errors import BackendError, InputError
 from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
 from .images import image_digest
+from .model_loading import default_device, load_checked
 from .segmenter import (
     DEFAULT_FEATURE_CACHE_BYTES,
     DEFAULT_SAM3_MODEL,
     Sam3Segmenter,
     _looks_like_local_path,
+    sam3_dtype,
 )
 
 logger = logging.getLogger(__name__)
 
+TRACKER_WEIGHTS_HINT = (
+    "Use the facebook/sam3 checkpoint as downloaded (its tracker_model.* weights are the point model's). A copy "
+    "re-saved with transformers' Sam3VideoModel.save_pretrained (5.24) writes them as tracker_model.tracker_model.*, "
+    "which no model reads; a copy re-saved from Sam3Model has no point-model weights at all."
+)
 MASK_LOGIT_THRESHOLD = 0.0  # mask pixels are logits > 0 (probability > 0.5); transformers' post_process_masks default
 
 
@@ -67,7 +74,7 @@ class PointSegmenter(Protocol):
 
 def tracker_load_failure_message(model_id: str, error: BaseException | None = None) -> str:
     """The text of the ``BackendError`` raised when SAM 3's point-prompt model cannot be loaded from ``model_id``."""
-    cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+    cause = f" ({str(error).strip() or 'no details'})" if error is not None else ""
     if _looks_like_local_path(model_id):
         return (
             f"Could not load SAM 3's point-prompt model from the folder '{model_id}'{cause}. The folder must exist and "
@@ -153,33 +160,47 @@ class Sam3PointSegmenter(CachedImageModel):
 
     @classmethod
     def from_pretrained(
-        cls, model_id: str = DEFAULT_SAM3_MODEL, *, device: str | None = None, feature_cache_size: int = 4
+        cls, model_id: str = DEFAULT_SAM3_MODEL, *, device: str | None = None, feature_cache_size: int = 4,
+        dtype: str | None = None,
     ) -> "Sam3PointSegmenter":
         """Load the point-prompt model and its processor from a Hugging Face id or a local folder.
 
+        ``facebook/sam3`` is a ``sam3_video`` checkpoint: transformers renames its ``tracker_model.*``,
+        ``tracker_neck.*`` and the detector's vision backbone into ``Sam3TrackerModel`` and ignores the rest (the
+        detector's other weights, the video memory). A checkpoint that still lacks any of the point model's weights
+        is refused with the missing keys named (``model_loading.check_loading_info``), instead of clicks on random
+        weights.
+
         Args:
             model_id: Hub id (default ``facebook/sam3``, gated) or a folder written by ``save_pretrained``.
-            device: torch device string; ``None`` picks ``"cuda"`` when available (bfloat16) else ``"cpu"`` (float32).
+            device: torch device string; ``None`` picks ``"cuda"`` when available, else ``"cpu"``.
             feature_cache_size: how many images' embeddings to keep (LRU); 0 disables the cache.
+            dtype: ``"float32"`` (default) or ``"bfloat16"`` (``segmenter.sam3_dtype``); use the detector's dtype so
+                the two can share their vision backbone.
 
         Raises:
-            BackendError: the weights or processor cannot be loaded; the message names ``model_id`` and the fix.
+            BackendError: the weights or processor cannot be loaded, or weights are missing; the message names
+                ``model_id`` and the fix.
+            InputError: an unknown ``dtype``.
             ValueError: ``feature_cache_size`` is negative.
         """
         from transformers import Sam3TrackerModel, Sam3TrackerProcessor
 
         if feature_cache_size < 0:
             raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        torch_dtype = sam3_dtype(dtype)
         local = _looks_like_local_path(model_id)
         if local and not Path(model_id).expanduser().is_dir():
             raise BackendError(tracker_load_failure_message(model_id, FileNotFoundError(f"no folder at {model_id}")))
         source = str(Path(model_id).expanduser()) if local else model_id
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        logger.info("loading SAM 3 point-prompt model from %s on %s (%s)", model_id, device, dtype)
+        device = device or default_device()
+        logger.info("loading SAM 3 point-prompt model from %s on %s (%s)", model_id, device, torch_dtype)
         try:
             processor = Sam3TrackerProcessor.from_pretrained(source)
-            model = Sam3TrackerModel.from_pretrained(source, dtype=dtype).to(device).eval()
+            model = load_checked(Sam3TrackerModel, source, model_id, "SAM 3's point-prompt model", device,
+                                 torch_dtype, hint=TRACKER_WEIGHTS_HINT)
+        except BackendError:
+            raise
         except Exception as exc:  # missing, gated, corrupt or bad device: one clear error
             raise BackendError(tracker_load_failure_message(model_id, exc)) from exc
         return cls(model, processor, name=model_id, feature_cache_size=feature_cache_size)

@@ -363,12 +363,17 @@ class Generation:
             ``"cancelled"`` (stopped by the user).
         prompt_tokens: tokens in the request (text + image tokens), when known.
         output_tokens: tokens generated, when known.
+        starts_in_reasoning: True when ``text`` begins inside a reasoning block that the model did not
+            open itself: the chat template put ``<think>`` in the prompt, or a server sent the reasoning
+            apart from the answer (the text then holds ``reasoning</think>answer``, or only the reasoning
+            when the reply ended inside it). The parsers then read nothing before a ``</think>``.
     """
 
     text: str
     finish_reason: FinishReason = "stop"
     prompt_tokens: int | None = None
     output_tokens: int | None = None
+    starts_in_reasoning: bool = False
 
 
 @dataclass(frozen=True)
@@ -381,6 +386,9 @@ class ContextRecord:
         images_as_text: indices of kept messages whose images were replaced by a text placeholder.
         note: the injected note about already-tried phrases (added to message 1), or ``None``.
         image_count: number of images in the request (at most 2 by construction).
+        reasons: why each message of ``dropped`` and ``images_as_text`` is there, as (message index, reason
+            key) pairs in index order; the keys are ``context.REASONS`` (the policy states them, the UI
+            words them). ``None`` when not recorded (traces saved before the field existed).
     """
 
     kept: tuple[int, ...]
@@ -388,6 +396,7 @@ class ContextRecord:
     images_as_text: tuple[int, ...] = ()
     note: str | None = None
     image_count: int = 0
+    reasons: tuple[tuple[int, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -398,22 +407,26 @@ class MaskVerdict:
         mask_number: 1-based number of the mask in the rendering the model saw.
         verdict: ``"accept"`` or ``"reject"``.
         source: ``"model"`` when read from the output, ``"fallback"`` when the output had no usable
-            verdict even after one correction (the mask is then kept).
+            verdict even after one correction, ``"error"`` when the verification call failed (a backend
+            fault: out of memory, server error...); in both cases the mask is kept and the main model
+            decides.
         outputs: raw outputs of the verification call(s), first try first.
         mask_view: the image with only this mask drawn.
         zoom_view: the zoomed view (crop next to crop with the mask drawn).
         prompt_tokens: tokens of the (last) verification request, when known.
         seconds: wall time of the verification of this mask.
+        error: what failed, for ``source == "error"`` (else ``None``).
     """
 
     mask_number: int
     verdict: Verdict
-    source: Literal["model", "fallback"]
+    source: Literal["model", "fallback", "error"]
     outputs: tuple[str, ...]
     mask_view: ImagePart
     zoom_view: ImagePart
     prompt_tokens: int | None = None
     seconds: float = 0.0
+    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ def test_no_prefix_cache_gives_the_same_rounds_and_is_recorded(tmp_path, capsys)
         trace = load_trace(out)
         assert trace.settings["prefix_cache"] is (not flag)
         rounds[bool(flag)] = [r.output for r in trace.rounds]
-    assert len(rounds[False]) == 2 and rounds[True] == rounds[False]  # greedy text identical with and without
+    # the same text with and without: each request samples from its own seeded generator on either path
+    assert len(rounds[False]) == 2 and rounds[True] == rounds[False]
 
 
 def test_the_input_file_name_is_recorded_and_named_in_coco_exports(tmp_path, capsys, script_file):
@@ -184,6 +185,18 @@ def test_image_over_the_pixel_limit_names_the_flag(tmp_path, capsys):
                                str(tmp_path / "o"), "--max-image-pixels", "1000"], capsys)
     assert code == 2
     assert "600x400 = 240,000 pixels, above the pixel limit of 1,000" in stderr and "--max-image-pixels" in stderr
+
+
+def test_photo_too_thin_for_the_model_is_exit_2_before_any_model_loads(tmp_path, capsys):
+    from PIL import Image
+
+    strip = tmp_path / "strip.png"
+    Image.new("RGB", (4000, 12), (90, 90, 90)).save(strip)
+    code, stdout, stderr = run_cli(["run", "--preset", "tiny", "--image", str(strip), "--query", "the line",
+                                    "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "Loading models" not in stdout
+    assert stderr.startswith("error: the photo is 4000 x 12 pixels") and "crop it" in stderr
+    assert len(stderr.splitlines()) == 1
 
 
 def test_rerun_into_the_same_folder_leaves_no_stale_images(tmp_path, capsys, script_file):

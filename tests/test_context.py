@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from sam3_agent.context import build_context, tried_phrases
+from sam3_agent.context import (
+    BEFORE_LATEST_SEGMENT,
+    MASKS_GONE,
+    OLD_MISTAKE,
+    REASONS,
+    build_context,
+    tried_phrases,
+)
 from sam3_agent.types import ImagePart, Message, TextPart, ToolCall
 
 
@@ -183,3 +190,83 @@ def test_context_stays_bounded_while_the_model_keeps_failing() -> None:
         sent, _ = build_context(history, fmt)
         sizes.append(len(sent))
     assert set(sizes) == {4}
+
+
+# ---------------------------------------------------------------- masks that no longer exist (issue 10)
+
+
+def test_overlay_of_masks_all_rejected_is_never_sent_as_a_current_image() -> None:
+    history = base() + [
+        assistant_segment("cup"),
+        Message("user", (TextPart("2 masks"), img("round1_overlay", 1))),
+        assistant_call("examine_each_mask"),
+        Message("user", (TextPart("all rejected"),)),
+    ]
+    sent, record = build_context(history, fmt)
+    assert record.kept == (0, 1, 2, 3, 4, 5)
+    assert [p.name for m in sent for p in m.images] == ["raw"]
+    assert record.image_count == 1 and record.images_as_text == (3,)
+    assert sent[3].parts == (TextPart("2 masks"), TextPart("[older image omitted]"))
+
+
+def test_overlay_stays_current_after_a_refused_call_and_its_feedback() -> None:
+    history = base() + [
+        assistant_segment("cup"),
+        Message("user", (TextPart("2 masks"), img("round1_overlay", 1))),
+    ] + mistake("select [7]")
+    sent, record = build_context(history, fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round1_overlay"]
+    assert record.images_as_text == ()
+
+
+def test_a_refused_examine_does_not_hide_the_current_overlay() -> None:
+    refused = Message("assistant", (TextPart("examine"),), ToolCall("examine_each_mask", {}, "examine_each_mask"),
+                      mistake=True)
+    history = base() + [
+        assistant_segment("cup"),
+        Message("user", (TextPart("2 masks"), img("round1_overlay", 1))),
+        refused,
+        Message("user", (TextPart("not now"),)),
+    ]
+    sent, _ = build_context(history, fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round1_overlay"]
+
+
+def test_overlay_after_examine_replaces_the_segment_overlay() -> None:
+    sent, record = build_context(issue_example(), fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round3_overlay"]
+    assert record.images_as_text == (5,)
+# ------------------------------------------------------------------ why each message was dropped or turned into text
+
+
+def test_every_dropped_or_text_only_message_carries_the_rule_that_left_it_out() -> None:
+    _, record = build_context(issue_example(), fmt)
+    assert record.reasons == ((2, BEFORE_LATEST_SEGMENT), (3, BEFORE_LATEST_SEGMENT), (5, MASKS_GONE))
+
+
+def test_an_old_mistake_is_told_apart_from_messages_before_the_latest_phrase() -> None:
+    history = base() + mistake("garbage") + [assistant_segment("cup"),
+                                               Message("user", (TextPart("2 masks"), img("round2_overlay", 1)))]
+    history += mistake("select [7]")
+    history += [assistant_call("examine_each_mask"), Message("user", (TextPart("1 kept"), img("round4_overlay", 3)))]
+    _, record = build_context(history, fmt)
+    # the first mistake lies before the latest segment_phrase: that rule comes first
+    assert record.dropped == (2, 3, 6, 7)
+    assert record.reasons == ((2, BEFORE_LATEST_SEGMENT), (3, BEFORE_LATEST_SEGMENT), (5, MASKS_GONE),
+                              (6, OLD_MISTAKE), (7, OLD_MISTAKE))
+
+
+def test_reasons_cover_exactly_the_dropped_and_text_only_messages_over_many_rounds() -> None:
+    history = base()
+    for k in range(6):
+        history += mistake(f"bad {k}") + [assistant_segment(f"thing {k}"),
+                                           Message("user", (TextPart(f"{k}"), img(f"r{k}", k)))]
+        history += [assistant_call("examine_each_mask"), Message("user", (TextPart("kept"), img(f"r{k}b", k)))]
+        _, record = build_context(history, fmt)
+        assert [i for i, _ in record.reasons] == sorted(record.dropped + record.images_as_text)
+        assert all(key in REASONS for _, key in record.reasons)
+
+
+def test_nothing_dropped_means_no_reasons() -> None:
+    _, record = build_context(base(), fmt)
+    assert record.reasons == ()

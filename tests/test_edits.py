@@ -300,7 +300,7 @@ def test_every_edit_survives_its_json_form(state, trace):
     "data, message",
     [({"op": "zap", "index": 0}, "unknown edit 'zap'"),
      ({"op": "toggle", "index": "0", "on": True}, "index must be an integer"),
-     ({"op": "delete"}, "KeyError"),
+     ({"op": "delete"}, "edit 'delete' is malformed: the field 'index' is missing"),
      ({"op": "brush", "index": 0, "stroke": {"size": [4, 4], "counts": "zz"}}, "malformed RLE")],
 )
 def test_malformed_edits_are_refused_with_what_was_wrong(data, message):

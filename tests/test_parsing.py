@@ -353,3 +353,181 @@ def test_agreeing_verdict_tags_give_that_verdict():
 
 def test_verdict_without_closing_tag_is_read():
     assert parse_verdict("<think>ok</think><verdict>Accept") == ("accept", None)
+
+
+# ---------------------------------------------------------------- calls found by structure (issue 10)
+
+
+def test_closing_tag_inside_a_string_value_does_not_end_the_call():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "sign saying </tool>"}}</tool>'
+    assert parse_response(text) == _ok("t", ToolCall("segment_phrase", {"text_prompt": "sign saying </tool>"}, "segment_phrase"))
+
+
+def test_opening_tag_inside_a_string_value_is_not_an_ignored_call():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "<tool> icon"}}</tool>'
+    assert parse_response(text) == _ok("t", ToolCall("segment_phrase", {"text_prompt": "<tool> icon"}, "segment_phrase"))
+
+
+def test_full_width_punctuation_as_json_syntax_is_read_and_string_values_keep_theirs():
+    text = (
+        "<think>t</think><tool>\uff5b\u201cname\u201d\uff1a\u201csegment_phrase\u201d\uff0c"
+        "\u201cparameters\u201d\uff1a\uff5b\u201ctext_prompt\u201d\uff1a\u201c\u7ea2\u8272\uff0c\u6c7d\u8f66\uff1a\u5de6\u201d\uff5d\uff5d</tool>"
+    )
+    call = ToolCall("segment_phrase", {"text_prompt": "\u7ea2\u8272\uff0c\u6c7d\u8f66\uff1a\u5de6"}, "segment_phrase")
+    assert parse_response(text) == _ok("t", call)
+
+
+def test_full_width_brackets_in_a_selection_are_read():
+    text = '<think>t</think><tool>{"name": "select_masks_and_return", "parameters": {"final_answer_masks": \uff3b1\uff0c 2\uff3d}}</tool>'
+    call = ToolCall("select_masks_and_return", {"final_answer_masks": [1, 2]}, "select_masks_and_return")
+    assert parse_response(text) == _ok("t", call)
+
+
+def test_python_literal_dict_is_read_with_literal_eval():
+    text = "<think>t</think><tool>{'name': 'segment_phrase', 'parameters': {'text_prompt': \"dog's bowl\"}}</tool>"
+    assert parse_response(text) == _ok("t", ToolCall("segment_phrase", {"text_prompt": "dog's bowl"}, "segment_phrase"))
+
+
+def test_python_constants_are_read_as_json_ones():
+    text = "<think>t</think><tool>{'name': 'examine_each_mask', 'parameters': None}</tool>"
+    assert parse_response(text) == _ok("t", ToolCall("examine_each_mask", {}, "examine_each_mask"))
+    text = "<think>t</think><tool>{'name': 'segment_phrase', 'parameters': {'text_prompt': True}}</tool>"
+    assert parse_response(text).call == ToolCall("segment_phrase", {"text_prompt": True}, "segment_phrase")
+
+
+def test_python_expression_is_never_evaluated():
+    text = "<think>t</think><tool>{'name': __import__('os').getcwd(), 'parameters': {}}</tool>"
+    result = parse_response(text)
+    assert result.call is None and result.error == "bad_json"
+
+
+def test_python_set_or_bytes_value_is_not_a_call():
+    for literal in ("{'text_prompt'}", "b'dog'"):
+        text = f"<think>t</think><tool>{{'name': 'segment_phrase', 'parameters': {literal}}}</tool>"
+        assert parse_response(text).error in ("bad_json", "bad_call")
+
+
+def test_parameters_given_as_a_json_string_are_decoded():
+    inner = json.dumps({"text_prompt": "dog"})
+    text = "<think>t</think><tool>" + json.dumps({"name": "segment_phrase", "parameters": inner}) + "</tool>"
+    assert parse_response(text) == _ok("t", DOG_CALL)
+
+
+def test_arguments_given_as_a_json_string_are_decoded():
+    text = '<think>t</think><tool_call>{"name": "select_masks_and_return", "arguments": "{\\"final_answer_masks\\": [2]}"}</tool_call>'
+    call = ToolCall("select_masks_and_return", {"final_answer_masks": [2]}, "select_masks_and_return")
+    assert parse_response(text) == _ok("t", call)
+
+
+def test_empty_parameters_string_is_an_empty_object():
+    text = '<think>t</think><tool>{"name": "report_no_mask", "parameters": ""}</tool>'
+    assert parse_response(text) == _ok("t", ToolCall("report_no_mask", {}, "report_no_mask"))
+
+
+def test_raw_control_characters_inside_a_string_are_kept():
+    text = '<think>t</think><tool>{"name": "segment_phrase", "parameters": {"text_prompt": "red\tcar\nleft"}}</tool>'
+    assert parse_response(text) == _ok("t", ToolCall("segment_phrase", {"text_prompt": "red\tcar\nleft"}, "segment_phrase"))
+
+
+def test_repairs_outside_strings_never_change_a_string_value():
+    value = 'a, } ] \uff0c\uff1a\uff5b True None \u201cq\u201d'
+    text = (
+        "<think>t</think><tool>\uff5b\"name\"\uff1a\"segment_phrase\"\uff0c\"parameters\"\uff1a{\"text_prompt\": "
+        + json.dumps(value, ensure_ascii=False) + ",},}</tool>"
+    )
+    assert parse_response(text).call == ToolCall("segment_phrase", {"text_prompt": value}, "segment_phrase")
+
+
+def test_only_the_first_of_two_structural_calls_runs_even_with_tags_in_strings():
+    first = '{"name": "segment_phrase", "parameters": {"text_prompt": "</tool><tool>"}}'
+    text = f'<think>t</think><tool>{first}</tool><tool>{{"name": "report_no_mask"}}</tool>'
+    result = parse_response(text)
+    assert result.call == ToolCall("segment_phrase", {"text_prompt": "</tool><tool>"}, "segment_phrase")
+    assert result.ignored_calls == 1
+
+
+def test_array_holding_the_call_object_is_bad_call():
+    text = '<think>t</think><tool>[{"name": "report_no_mask"}]</tool>'
+    assert parse_response(text).error == "bad_call"
+
+
+# ---------------------------------------------------------------- replies that ended inside the reasoning (issue 10)
+
+
+def test_cut_inside_reasoning_opened_by_the_template_runs_no_drafted_call():
+    text = f"I could call <tool>{SEGMENT_DOG}</tool> but first"
+    result = parse_response(text, finish_reason="length", starts_in_reasoning=True)
+    assert result == _err(text, "truncated", thinking=text)
+
+
+def test_stop_inside_reasoning_opened_by_the_template_is_unclosed_think():
+    text = f"Drafting <tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text, "stop", starts_in_reasoning=True) == _err(text, "unclosed_think", thinking=text)
+
+
+def test_reasoning_closed_after_the_template_opened_it_runs_the_call():
+    text = f"The dog.</think>\n<tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text, "stop", starts_in_reasoning=True) == _ok("The dog.", DOG_CALL)
+
+
+def test_cut_reply_without_any_think_tag_runs_nothing():
+    # a server without a reasoning parser serving a Thinking template: the reasoning has no tags at all
+    text = f"Let me try <tool>{SEGMENT_DOG}</tool> and then check whether"
+    assert parse_response(text, finish_reason="length") == _err(text, "truncated", thinking="Let me try")
+
+
+# ---------------------------------------------------------------- verdict grammar (issue 10)
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("Accept", ("accept", None)),
+        ("Accepted.", ("accept", None)),
+        ("**Accept**", ("accept", None)),
+        ("`reject`", ("reject", None)),
+        ("Rejected!", ("reject", None)),
+        ('"Reject"', ("reject", None)),
+        ("Do not accept", (None, "unclear_verdict")),
+        ("Don't accept", (None, "unclear_verdict")),
+        ("not accept", (None, "unclear_verdict")),
+        ("Cannot accept this mask", (None, "unclear_verdict")),
+        ("Unacceptable", (None, "unclear_verdict")),
+        ("Probably accept", (None, "unclear_verdict")),
+        ("Accept (partly)", (None, "unclear_verdict")),
+        ("Accept?", (None, "unclear_verdict")),
+        ("Should I accept?", (None, "unclear_verdict")),
+        ("Not reject", (None, "unclear_verdict")),
+        ("Accept, reject", (None, "ambiguous_verdict")),
+        ("Reject, not accept", (None, "ambiguous_verdict")),
+        ("unsure", (None, "missing_verdict")),
+    ],
+)
+def test_only_an_unambiguous_verdict_word_counts(tag, expected):
+    assert parse_verdict(f"<think>checking</think>\n<verdict>{tag}</verdict>") == expected
+
+
+def test_one_unclear_tag_makes_the_whole_answer_unclear():
+    assert parse_verdict("<verdict>Accept</verdict> <verdict>maybe accept</verdict>") == (None, "unclear_verdict")
+
+
+def test_verdict_without_closing_tag_is_its_first_line_only():
+    assert parse_verdict("<think>ok</think><verdict>Accept\nThe mask covers the cup.") == ("accept", None)
+    assert parse_verdict("<think>ok</think><verdict>\nDo not accept\nit is the plate") == (None, "unclear_verdict")
+
+
+def test_verdict_drafted_inside_reasoning_cut_by_the_token_limit_is_not_read():
+    text = "The mask is on the cup, so <verdict>Accept</verdict> unless the"
+    assert parse_verdict(text, "length", starts_in_reasoning=True) == (None, "truncated")
+    assert parse_verdict("<think>" + text, "length") == (None, "truncated")
+    assert parse_verdict(text, "length") == (None, "truncated")
+
+
+def test_verdict_inside_reasoning_that_never_closed_is_not_read():
+    text = "I lean to <verdict>Reject</verdict>"
+    assert parse_verdict(text, "stop", starts_in_reasoning=True) == (None, "unclosed_think")
+    assert parse_verdict("<think>" + text) == (None, "unclosed_think")
+
+
+def test_verdict_after_closed_reasoning_counts_even_when_cut_later():
+    assert parse_verdict("fine</think><verdict>Reject</verdict> because", "length", True) == ("reject", None)

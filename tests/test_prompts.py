@@ -22,7 +22,7 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "empty_output": set(),
     "no_tool_call": set(),
     "unclosed_think": set(),
-    "truncated": set(),
+    "truncated": {"limit"},
     "bad_json": {"detail"},
     "bad_call": {"detail"},
     "unknown_tool": {"name", "tools"},
@@ -42,11 +42,14 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "too_many_masks": {"count", "limit"},
     "phrase_already_used": {"phrase", "used"},
     "segment_result": {"count", "phrase"},
+    "phrase_cut": {"limit", "phrase", "read"},
     "segment_zero": {"phrase", "used"},
     "examine_result": {"kept", "total"},
+    "examine_unchecked": {"numbers"},
     "examine_all_rejected": {"total"},
     "verify_user": {"query", "mask_number"},
     "verify_retry": set(),
+    "verify_truncated": {"limit"},
 }
 
 TOOL_NAMES = set(TOOL_SPECS)
@@ -117,8 +120,9 @@ def test_verify_prompt_shows_both_verdict_tags(prompts):
     assert [parse_verdict(tag) for tag in tags] == [("accept", None), ("reject", None)]
 
 
-def test_verify_retry_restates_both_verdict_tags(prompts):
-    text = prompts.format("verify_retry")
+@pytest.mark.parametrize("key", ["verify_retry", "verify_truncated"])
+def test_verify_retry_restates_both_verdict_tags(prompts, key):
+    text = prompts.format(key, limit="64 tokens")
     assert "<verdict>Accept</verdict>" in text and "<verdict>Reject</verdict>" in text
 
 
@@ -218,8 +222,8 @@ def test_feedback_field_the_code_does_not_fill_is_refused(prompt_copy):
     path = prompt_copy / "feedback.toml"
     path.write_text(path.read_text() + "\nextra_note = 'any {field} is fine in a key the code does not use'\n")
     assert load_prompts(prompt_copy).format("extra_note", field="x") == "any x is fine in a key the code does not use"
-    path.write_text(path.read_text().replace("truncated = '''", "truncated = '''{limit} "))
-    with pytest.raises(PromptError, match="'truncated' uses the field\\(s\\) limit, but only these are filled in: none"):
+    path.write_text(path.read_text().replace("empty_output = '''", "empty_output = '''{limit} "))
+    with pytest.raises(PromptError, match="'empty_output' uses the field\\(s\\) limit, but only these are filled in: none"):
         load_prompts(prompt_copy)
 
 

@@ -16,6 +16,7 @@ from sam3_agent.segmenter import (
     DEFAULT_SAM3_MODEL,
     Sam3Segmenter,
     Segmenter,
+    instance_masks,
     load_failure_message,
 )
 from sam3_agent.tiny.sam3 import (
@@ -238,7 +239,7 @@ def test_default_model_error_explains_the_gated_repo():
     assert "hf auth login" in message
     assert "local folder" in message
     assert "local Hugging Face cache" in message
-    assert "OSError: 401 Client Error" in message
+    assert "(401 Client Error)" in message and "OSError" not in message  # no exception class names for users
 
 
 def test_other_hub_id_error_does_not_claim_a_gate():
@@ -246,6 +247,28 @@ def test_other_hub_id_error_does_not_claim_a_gate():
 
     assert "'someone/sam3-finetune'" in message
     assert "gated" not in message
+
+
+# ---------------------------------------------------------------- full-resolution masks, a few at a time
+
+
+def raw_outputs(loaded: Sam3Segmenter, image: Image.Image, phrase: str):
+    inputs = loaded.processor(images=image, text=phrase, return_tensors="pt")
+    with torch.inference_mode():
+        return loaded._model(**inputs)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 3 * 4 * 400 * 600, 1024**3])  # one, three, all masks per step
+def test_masks_scores_and_boxes_equal_transformers_post_processing(loaded, coffee, chunk_bytes):
+    outputs = raw_outputs(loaded, coffee, "cup")
+    expected = loaded.processor.post_process_instance_segmentation(
+        outputs, threshold=0.5 - 1e-6, mask_threshold=0.5, target_sizes=[(400, 600)])[0]
+    got = instance_masks(outputs, 400, 600, 0.5, "cup", chunk_bytes=chunk_bytes)
+    assert len(got) == len(expected["scores"]) >= 6  # several chunks are exercised
+    assert np.array_equal(got.scores, expected["scores"].numpy().astype(np.float32))
+    assert np.array_equal(got.masks, expected["masks"].numpy().astype(bool))
+    assert np.array_equal(got.boxes, expected["boxes"].numpy().clip(0, [600, 400, 600, 400]).astype(np.float32))
+    assert got.masks.dtype == bool and got.masks.shape == (len(got), 400, 600)
 
 
 # ---------------------------------------------------------------- the tiny checkpoint
@@ -282,3 +305,13 @@ def test_locally_built_clip_tokenizer_gives_clip_ids():
 
     # <|startoftext|> a red cup <|endoftext|> in the real CLIP vocabulary
     assert tokenizer("a red cup")["input_ids"] == [49406, 320, 736, 1937, 49407]
+
+
+def test_phrase_cut_says_what_the_text_encoder_reads_of_a_long_phrase(loaded: Sam3Segmenter):
+    assert loaded.phrase_cut("red car") is None
+    long_phrase = " ".join(["the small red car"] * 12)  # 48 words, one token each
+    read, limit = loaded.phrase_cut(long_phrase)
+    assert limit == loaded._model.config.text_config.max_position_embeddings
+    tokenizer = loaded.processor.tokenizer
+    assert len(tokenizer(read)["input_ids"]) == limit  # what is read fills the encoder exactly
+    assert read == " ".join(long_phrase.split()[: limit - 2])  # the start and end tokens take two places

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from sam3_agent.agent import AgentConfig
+from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import InputError
 from sam3_agent.prompts import load_prompts
 from sam3_agent.render import render_single_mask, render_zoom_view
@@ -48,12 +49,14 @@ FIVE_BOXES = [(40, 60, 200, 300), (300, 50, 560, 380), (10, 10, 60, 40), (250, 2
 @pytest.fixture(scope="module", params=["qwen3_vl", "qwen2_5_vl"])
 def tiny(request, tmp_path_factory) -> TransformersQwenVLM:
     folder = build_tiny_qwen(tmp_path_factory.mktemp(request.param) / "model", kind=request.param)
-    return TransformersQwenVLM.from_pretrained(str(folder), max_new_tokens=8, prefix_cache=False)
+    return TransformersQwenVLM.from_pretrained(
+        str(folder), max_new_tokens=8, prefix_cache=False, sampling=GREEDY, max_pixels=256 * 256
+    )
 
 
 def twin(vlm: TransformersQwenVLM, prefix_cache: bool) -> TransformersQwenVLM:
     return TransformersQwenVLM(vlm.name, vlm.model, vlm.processor, device=vlm.device, image_size=vlm.image_size,
-                               max_new_tokens=8, prefix_cache=prefix_cache, record_output_ids=True)
+                               max_new_tokens=8, sampling=GREEDY, prefix_cache=prefix_cache, record_output_ids=True)
 
 
 def conversations(image: Image.Image, masks: Masks) -> list[list[Message]]:
@@ -83,7 +86,8 @@ def test_a_batch_equals_one_by_one_generation(tiny, coffee, prefix_cache):
     usage = batched.usage()
     assert usage.requests == 5 and usage.prompt_tokens == sum(g.prompt_tokens for g in expected)
     if prefix_cache:  # the shared system prompt and raw image ran once
-        assert usage.prefill_tokens < usage.prompt_tokens - 4 * 300
+        shared = image_starts(tiny, batch[0])[1][1]  # system prompt and raw image, up to the mask view
+        assert usage.prefill_tokens == usage.prompt_tokens - 4 * shared
 
 
 def image_starts(vlm: TransformersQwenVLM, messages: list[Message]) -> tuple[int, list[int]]:

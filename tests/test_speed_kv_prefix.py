@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sam3_agent.vlm.kv_prefix import (
+from sam3_agent.engine.kv_prefix import (
     ImageSpan,
     PrefixCacheStore,
     TokenSequence,

@@ -1,5 +1,6 @@
-"""Prefix KV caching in TransformersQwenVLM: greedy output token-identical to generate(), on tiny Qwen2.5-VL and
-Qwen3-VL; exactly the longest shared prefix is reused; images never mix; system prompts computed once."""
+"""Prefix KV caching in TransformersQwenVLM on tiny Qwen2.5-VL and Qwen3-VL: exactly the longest shared prefix is
+reused; images never mix; system prompts computed once; stop, errors and fallbacks on the cached path. (That the
+cached path gives generate()'s tokens is tests/test_engine_conformance.py's job.)"""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import pytest
 import torch
 from PIL import Image
 
+from sam3_agent.engine.kv_prefix import ImageSpan, TokenSequence, common_prefix_length
+from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError
 from sam3_agent.prompts import load_prompts
 from sam3_agent.render import render_numbered_overlay
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.types import Generation, ImagePart, Message, TextPart
 from sam3_agent.vlm.base import generate
-from sam3_agent.vlm.kv_prefix import ImageSpan, TokenSequence, common_prefix_length
 from sam3_agent.vlm.transformers_qwen import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_MIN_PIXELS,
@@ -27,6 +29,7 @@ from sam3_agent.vlm.transformers_qwen import (
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LIMIT = 10
+MAX_PIXELS = 256 * 256  # at most 64 (Qwen3-VL) / 80 (Qwen2.5-VL) tokens per image: fast enough for many requests
 PROMPTS = load_prompts()
 
 
@@ -44,14 +47,16 @@ def images() -> dict[str, Image.Image]:
 def plain(request, tmp_path_factory) -> TransformersQwenVLM:
     """The tiny model through transformers' generate (prefix cache off): the reference."""
     folder = build_tiny_qwen(tmp_path_factory.mktemp(request.param) / "model", kind=request.param)
-    return TransformersQwenVLM.from_pretrained(str(folder), max_new_tokens=LIMIT, prefix_cache=False)
+    return TransformersQwenVLM.from_pretrained(
+        str(folder), max_new_tokens=LIMIT, prefix_cache=False, sampling=GREEDY, max_pixels=MAX_PIXELS
+    )
 
 
 def cached_twin(plain: TransformersQwenVLM, **kwargs) -> TransformersQwenVLM:
     """A fresh prefix-caching backend sharing ``plain``'s model and processor (empty caches, zero counters)."""
     return TransformersQwenVLM(
         plain.name, plain.model, plain.processor, device=plain.device, image_size=plain.image_size,
-        max_new_tokens=LIMIT, record_output_ids=True, **kwargs,
+        max_new_tokens=LIMIT, sampling=GREEDY, record_output_ids=True, **kwargs,
     )
 
 
@@ -126,19 +131,6 @@ def tokens_of(vlm: TransformersQwenVLM, messages: list[Message]) -> TokenSequenc
 # ---------------------------------------------------------------- token identity
 
 
-def test_cached_requests_are_token_identical_to_generate(plain, images):
-    cached = cached_twin(plain)
-    reference = plain_twin(plain)
-    for image in images.values():
-        for messages in run_rounds(image):
-            expected_pieces, expected = collect(reference, messages)
-            pieces, result = collect(cached, messages)
-            assert result == expected
-            assert pieces == expected_pieces
-    assert cached.output_ids() == reference.output_ids()
-    assert len(cached.output_ids()) == 10
-
-
 def test_each_request_runs_only_what_follows_its_longest_cached_prefix(plain, images):
     cached = cached_twin(plain)
     rounds = run_rounds(images["coffee"])
@@ -172,8 +164,8 @@ def test_a_different_image_reuses_only_the_text_before_it(plain, images):
 def test_system_prompts_are_computed_once_per_model_and_pinned(plain, images):
     cached = cached_twin(plain)
     computed = cached.prefill_system_prompts([PROMPTS.main_system, PROMPTS.verify_system])
-    main_turn = cached._system_turn_ids(system())
-    verify_turn = cached._system_turn_ids(Message("system", (TextPart(PROMPTS.verify_system),)))
+    main_turn = cached._engine.system_turn_ids(PROMPTS.main_system)
+    verify_turn = cached._engine.system_turn_ids(PROMPTS.verify_system)
     shared = 0
     while main_turn[shared] == verify_turn[shared]:
         shared += 1  # "<|im_start|>system\n..." is computed once too
@@ -185,15 +177,6 @@ def test_system_prompts_are_computed_once_per_model_and_pinned(plain, images):
     before = cached.usage().prefill_tokens
     collect(cached, request)
     assert cached.usage().prefill_tokens - before == len(tokens_of(plain, request)) - len(main_turn)
-
-
-def test_repetition_penalty_of_the_generation_config_is_applied_as_generate_does(plain, images, monkeypatch):
-    monkeypatch.setattr(plain.model.generation_config, "repetition_penalty", 1.5)
-    cached, reference = cached_twin(plain), plain_twin(plain)
-    assert cached.prefix_store is not None
-    for messages in run_rounds(images["coffee"])[:2]:
-        assert collect(cached, messages) == collect(reference, messages)
-    assert cached.output_ids() == reference.output_ids()
 
 
 def test_generation_configs_needing_other_processors_fall_back_to_generate(plain, images, monkeypatch):
@@ -251,7 +234,7 @@ def test_model_failures_on_the_cached_path_become_backend_errors(plain, images, 
 
 
 def test_preprocessed_inputs_equal_the_processors(plain, images):
-    from sam3_agent.vlm.qwen_inputs import PreprocessedImages, TextIds, encode_messages
+    from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages
     from sam3_agent.vlm.transformers_qwen import to_chat
 
     cache, texts = PreprocessedImages(), TextIds()
@@ -286,7 +269,7 @@ def test_unset_bounds_take_the_tighter_of_checkpoint_and_defaults():
 
 
 def test_text_id_cache_is_bounded_by_entries_and_characters():
-    from sam3_agent.vlm.qwen_inputs import TextIds
+    from sam3_agent.engine.qwen_inputs import TextIds
 
     calls = []
 

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from sam3_agent.bench.doubles import SixMaskSegmenter, fixed_masks, mask_number_of
-from sam3_agent.bench.run import PHASES, VERDICTS, Setup, compare, format_table, run_mode
+from sam3_agent.engine.sampling import GREEDY
+from sam3_agent.bench.checks import Checks, compare, format_ablation
+from sam3_agent.bench.run import PHASES, VERDICTS, Setup, format_table, run_mode
 from sam3_agent.images import load_image
 from sam3_agent.prompts import load_prompts
 from sam3_agent.segmenter import Sam3Segmenter
@@ -77,6 +79,7 @@ def test_fixed_masks_are_six_disjoint_ellipses_with_boxes():
     masks = fixed_masks(600, 400)
     assert masks.masks.shape == (6, 400, 600)
     assert masks.masks.sum(axis=0).max() == 1
+    assert len({int(m.sum()) for m in masks.masks}) == 6  # six different sizes and shapes
     assert masks.scores.tolist() == pytest.approx([0.95, 0.9, 0.85, 0.8, 0.75, 0.7])
     ys, xs = np.nonzero(masks.masks[0])
     assert masks.boxes[0].tolist() == [xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]
@@ -92,16 +95,21 @@ def test_mask_number_is_read_from_the_mask_view_name():
 
 def test_naive_and_optimised_runs_give_identical_outputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("bench")
-    loaded = TransformersQwenVLM.from_pretrained(str(build_tiny_qwen(root / "qwen", kind="qwen3_vl")))
-    common = dict(device="cpu", image_size=loaded.image_size, record_output_ids=True)
+    # at most 128 image tokens keep the three runs quick; the zoom views still differ in token count
+    loaded = TransformersQwenVLM.from_pretrained(str(build_tiny_qwen(root / "qwen", kind="qwen3_vl")), max_pixels=2**17)
+    common = dict(device="cpu", image_size=loaded.image_size, record_output_ids=True, sampling=GREEDY)
     plain = TransformersQwenVLM(loaded.name, loaded.model, loaded.processor, prefix_cache=False, **common)
     cached = TransformersQwenVLM(loaded.name, loaded.model, loaded.processor, **common)
+    loop = TransformersQwenVLM(loaded.name, loaded.model, loaded.processor, prefix_cache=False,
+                               plain_loop="own_loop", **common)
     sam3 = Sam3Segmenter.from_pretrained(str(build_tiny_sam3(root / "sam3")))
     uncached_sam3 = Sam3Segmenter(sam3._model, sam3._processor, feature_cache_size=0)
     image = load_image(ASSETS / "astronaut.jpg")
     naive = run_mode(Setup("naive", plain, uncached_sam3, 1), image, PROMPTS, decode_steps=3)
     optimised = run_mode(Setup("optimised", cached, sam3, 8), image, PROMPTS, decode_steps=3)
-    checks = compare(naive, optimised)
+    sam3.clear_cache()
+    own_loop = run_mode(Setup("own loop", loop, sam3, 1), image, PROMPTS, decode_steps=3)
+    checks = compare(naive, optimised, [naive, optimised, own_loop], load_prefill=100)
     assert (checks.same_verdicts, checks.same_final_masks, checks.same_token_ids) == (True, True, True)
     assert checks.encodes == (2, 1)
     assert naive.verdicts() == [VERDICTS[n].lower() for n in range(1, 7)]
@@ -109,6 +117,14 @@ def test_naive_and_optimised_runs_give_identical_outputs(tmp_path_factory):
     assert [p.vlm_calls for p in naive.phases] == [1, 1, 7, 1]
     assert [p.vlm_calls for p in optimised.phases] == [1, 1, 2, 1]
     assert optimised.total().prefill_tokens < naive.total().prefill_tokens
+    assert checks.prefill_fraction_cli == pytest.approx(
+        (optimised.total().prefill_tokens + 100) / naive.total().prefill_tokens)
+    assert own_loop.total().prefill_tokens == naive.total().prefill_tokens  # the ablation reuses nothing
+    # the verification rows differ in length: the batch is padded (the zoom views have other shapes)
+    examine = next(r for r in optimised.trace.rounds if r.result is not None and r.result.verdicts)
+    assert len({v.prompt_tokens for v in examine.result.verdicts}) > 1
+    ablation = format_ablation([("naive", naive, 0), ("own loop", own_loop, 0), ("optimised", optimised, 100)])
+    assert [line.split()[0] for line in ablation.splitlines()[2:]] == ["naive", "own", "optimised"]
     assert len(naive.output_ids) == 4 + 6 and all(len(ids) == 3 for ids in naive.output_ids)
     final = optimised.trace.final_masks if optimised.trace else None
     assert final is not None and len(final) == 2  # masks 1 and 3 of the 4 that passed
@@ -155,7 +171,7 @@ def test_piecewise_encoding_equals_the_processor_with_the_real_tokenizer(small):
 
     from sam3_agent.render import render_single_mask, render_zoom_view
     from sam3_agent.verify import verification_messages
-    from sam3_agent.vlm.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
+    from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
 
     astronaut = load_image(ASSETS / "astronaut.jpg")
     mask = fixed_masks(astronaut.width, astronaut.height).masks[0]
@@ -175,3 +191,15 @@ def test_piecewise_encoding_equals_the_processor_with_the_real_tokenizer(small):
         assert ours["input_ids"].tolist() == theirs["input_ids"].tolist()
         assert torch.equal(torch.cat(ours["image_pixels"]), theirs["pixel_values"])
         assert torch.equal(ours["image_grid_thw"], theirs["image_grid_thw"])
+
+
+def test_a_ratio_is_judged_as_printed_and_every_check_says_what_it_compares():
+    checks = Checks(same_token_ids=True, same_verdicts=True, same_final_masks=True, encodes=(2, 1),
+                    prefill_fraction_cli=0.4004, prefill_fraction_app=0.29, verification_speedup=1.996,
+                    total_speedup=1.994)
+    lines = checks.lines()
+    assert "compares the model" in lines[0] and "fixed by the script" in lines[1]
+    assert lines[3].endswith("40.0% (target <= 40%: yes)")  # 40.04% prints as 40.0%
+    assert "running app" in lines[4] and "29.0%" in lines[4]
+    assert lines[5].endswith("2.00x (target >= 2x: yes)")  # printed 2.00x is never "NO"
+    assert lines[6].endswith("1.99x (target >= 2x: NO)")

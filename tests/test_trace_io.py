@@ -41,6 +41,22 @@ def test_folder_round_trip_is_equal(full_trace, tmp_path):
     assert loaded.rounds[3].result.verdicts[1].outputs == ("no verdict", verdict("Reject"))
 
 
+def test_context_reasons_verdict_errors_and_decoding_settings_round_trip(full_trace, tmp_path):
+    import dataclasses
+
+    examined = full_trace.rounds[3]
+    failed = dataclasses.replace(examined.result.verdicts[0], source="error", error="the verifier timed out")
+    result = dataclasses.replace(examined.result, verdicts=(failed, *examined.result.verdicts[1:]))
+    full_trace.rounds[3] = dataclasses.replace(examined, result=result)
+    full_trace.settings["decoding"] = {"main": {"greedy": True, "seed": 3, "max_new_tokens": 64}}
+    assert full_trace.rounds[3].context.reasons  # the agent records why messages were dropped
+    loaded = load_trace(save_trace(full_trace, tmp_path / "run"))
+    assert loaded == full_trace
+    assert [r.context.reasons for r in loaded.rounds] == [r.context.reasons for r in full_trace.rounds]
+    assert loaded.rounds[3].result.verdicts[0].error == "the verifier timed out"
+    assert loaded.settings["decoding"] == {"main": {"greedy": True, "seed": 3, "max_new_tokens": 64}}
+
+
 def test_folder_holds_the_photo_the_mask_sets_and_no_rendered_view(full_trace, tmp_path):
     save_trace(full_trace, tmp_path)
     document = json.loads((tmp_path / "trace.json").read_text())

@@ -78,3 +78,39 @@ def test_a_version_1_bundle_loads_with_its_corrections():
     bundle = load_bundle((V1 / "bundle.zip").read_bytes())
     assert bundle.trace.schema_version == 1 and len(bundle.trace.edits) == 7
     assert len(bundle.state.corrected_items()) == 2
+
+
+def _with_fields_of_later_version_1_writers(folder: Path) -> None:
+    """Edit a copied version-1 folder the way the version-1 writer of issues 10, 11 and 14 wrote it: a context's
+    reasons, a verification that failed (source "error" with its error) and the decoding settings."""
+    path = folder / "trace.json"
+    document = json.loads(path.read_text())
+    document["rounds"][3]["context"]["reasons"] = [[2, "before_latest_segment"], [3, "before_latest_segment"],
+                                                   [4, "before_latest_segment"], [5, "before_latest_segment"]]
+    failed = document["rounds"][3]["result"]["verdicts"][1]
+    failed.update(verdict="accept", source="error", outputs=[], error="the verifier ran out of memory")
+    document["settings"]["decoding"] = {"main": {"greedy": False, "temperature": 0.7, "seed": 0,
+                                                 "max_new_tokens": 2048}}
+    path.write_text(json.dumps(document))
+
+
+def test_fields_added_to_version_1_survive_its_migration_and_a_save_in_the_current_version(tmp_path):
+    import shutil
+
+    shutil.copytree(V1 / "run", tmp_path / "old")
+    _with_fields_of_later_version_1_writers(tmp_path / "old")
+    old = load_trace(tmp_path / "old")
+    reasons = ((2, "before_latest_segment"), (3, "before_latest_segment"), (4, "before_latest_segment"),
+               (5, "before_latest_segment"))
+    failed = old.rounds[3].result.verdicts[1]
+    assert old.rounds[3].context.reasons == reasons and old.rounds[2].context.reasons is None
+    assert (failed.source, failed.verdict, failed.error) == ("error", "accept", "the verifier ran out of memory")
+    assert old.rounds[3].result.verdicts[0].error is None
+    assert old.settings["decoding"]["main"]["temperature"] == 0.7
+    save_trace(old, tmp_path / "new")
+    document = json.loads((tmp_path / "new" / "trace.json").read_text())
+    assert document["rounds"][3]["context"]["reasons"][0] == [2, "before_latest_segment"]
+    assert document["rounds"][3]["result"]["verdicts"][1]["error"] == "the verifier ran out of memory"
+    again = load_trace(tmp_path / "new")
+    assert again.rounds == old.rounds and again.settings == old.settings
+    assert again.rounds[3].context.reasons == reasons and again.rounds[3].result.verdicts[1].error == failed.error

@@ -23,11 +23,12 @@ from sam3_agent.render import blend_fill, mask_colors
 from sam3_agent.tracker import PointMask, check_clicks
 from sam3_agent.types import ContextRecord, Masks, Round, ToolResult, Trace
 from sam3_agent.ui import correct
+from sam3_agent.strokes import stroke_from_view_points
 from sam3_agent.ui.correct import (
-    CLICK_NEGATIVE,
-    CLICK_POSITIVE,
-    CLICK_SELECT,
-    CLICK_TOGGLE,
+    TOOL_NEGATIVE,
+    TOOL_POSITIVE,
+    TOOL_SELECT,
+    TOOL_TOGGLE,
     ViewGeometry,
 )
 from sam3_agent.ui.correct_handlers import CorrectHandlers
@@ -102,8 +103,14 @@ class FakePointSegmenter:
         return PointMask(mask, 0.875)
 
 
-def select_event(x: int, y: int):
-    return types.SimpleNamespace(index=[x, y])
+def clicked(tool: str, x, y):
+    """What the canvas sends for a click (``canvas.js``), as Gradio hands it over (``gr.SelectData``)."""
+    return types.SimpleNamespace(index=[x, y], value={"kind": "click", "tool": tool, "x": x, "y": y})
+
+
+def stroked(tool: str, points, radius: float):
+    """What the canvas sends for a brush stroke through view pixels ``points``."""
+    return types.SimpleNamespace(index=None, value={"kind": "stroke", "tool": tool, "points": points, "radius": radius})
 
 
 def handlers_with(tmp_path: Path, segmenter=None, error: str = "the point model was not loaded"):
@@ -115,13 +122,14 @@ def handlers_with(tmp_path: Path, segmenter=None, error: str = "the point model 
     return CorrectHandlers(provider, warn=lambda message: None, root=tmp_path / "app")
 
 
-def painted(view_size: tuple[int, int], x0: int, y0: int, x1: int, y1: int) -> dict:
-    """An ImageEditor value (numpy, RGBA) with one layer painted on [y0, y1) x [x0, x1) of a view of that size."""
-    width, height = view_size
-    layer = np.zeros((height, width, 4), dtype=np.uint8)
-    layer[y0:y1, x0:x1] = (255, 0, 255, 255)
-    background = np.zeros((height, width, 4), dtype=np.uint8)
-    return {"background": background, "layers": [layer], "composite": background}
+def opened(handlers: CorrectHandlers, session) -> str:
+    """``session`` opened in ``handlers`` as loading a trace opens it; returns its key (what the page's state holds)."""
+    return handlers.sessions.put(session)
+
+
+def line(x0: int, x1: int, y: int) -> list[list[float]]:
+    """A horizontal brush path through view pixel centres (x0, y) .. (x1, y)."""
+    return [[float(x0), float(y)], [float(x1), float(y)]]
 
 
 # ------------------------------------------------------------------ geometry
@@ -176,21 +184,21 @@ def test_toggling_mask_2_off_hides_it_in_the_corrected_overlay_and_the_list_but_
 
 
 def test_a_toggle_click_hides_the_mask_under_it_and_a_second_click_shows_it_again(session):
-    hidden = correct.click(session, CLICK_TOGGLE, 400, 380)
+    hidden = correct.click(session, TOOL_TOGGLE, 400, 380)
     assert [it.on for it in hidden.state.items] == [True, False]
-    shown = correct.click(hidden, CLICK_TOGGLE, 400, 380)
+    shown = correct.click(hidden, TOOL_TOGGLE, 400, 380)
     assert [it.on for it in shown.state.items] == [True, True] and shown.state.cursor == 2
     with pytest.raises(InputError, match="no mask under the click"):
-        correct.click(session, CLICK_TOGGLE, 5, 500)
+        correct.click(session, TOOL_TOGGLE, 5, 500)
 
 
 def test_a_select_click_selects_the_mask_under_it_and_marks_it(session):
-    chosen = correct.click(session, CLICK_SELECT, 250, 100)
+    chosen = correct.click(session, TOOL_SELECT, 250, 100)
     assert chosen.selected == 0 and chosen.state.cursor == 0
     assert [row.selected for row in mask_rows(chosen)] == [True, False]
     overlay = np.asarray(corrected_overlay(chosen))
     assert overlay[100, 198].tolist() == [255, 255, 255]  # the white rim just outside mask 1's left edge (x = 200)
-    assert correct.click(chosen, CLICK_SELECT, 5, 500).selected is None
+    assert correct.click(chosen, TOOL_SELECT, 5, 500).selected is None
 
 
 def test_bring_in_adds_the_mask_verification_rejected_and_selects_it(session):
@@ -220,10 +228,10 @@ def test_undo_restores_the_previous_list_and_redo_brings_the_edit_back(session):
 
 def test_a_point_click_with_nothing_selected_makes_a_new_mask_and_later_clicks_refine_it(session):
     model = FakePointSegmenter()
-    first = correct.click(session, CLICK_POSITIVE, 60, 300, model)
+    first = correct.click(session, TOOL_POSITIVE, 60, 300, model)
     assert first.selected == 2 and first.state.items[2].origin == "clicks" and first.state.items[2].edited
     assert np.array_equal(first.state.items[2].mask, rect_mask(512, 512, 30, 270, 91, 331))
-    second = correct.click(first, CLICK_NEGATIVE, 80, 320, model)
+    second = correct.click(first, TOOL_NEGATIVE, 80, 320, model)
     assert model.calls == [([(60.0, 300.0)], [1]), ([(60.0, 300.0), (80.0, 320.0)], [1, 0])]
     assert len(second.state.items) == 3 and second.selected == 2
     last = second.state.applied[-1]
@@ -235,18 +243,18 @@ def test_a_point_click_with_nothing_selected_makes_a_new_mask_and_later_clicks_r
 
 def test_relabelling_or_hiding_between_clicks_keeps_the_earlier_clicks_but_painting_does_not(session):
     model = FakePointSegmenter()
-    first = correct.click(session, CLICK_POSITIVE, 60, 300, model)
+    first = correct.click(session, TOOL_POSITIVE, 60, 300, model)
     labelled = correct.toggle(correct.relabel(first, "spoon"), 0)  # no pixel of mask 3 changed
     assert correct.pending_clicks(labelled) == (((60.0, 300.0),), (1,))
-    second = correct.click(labelled, CLICK_NEGATIVE, 80, 320, model)
+    second = correct.click(labelled, TOOL_NEGATIVE, 80, 320, model)
     assert model.calls[-1] == ([(60.0, 300.0), (80.0, 320.0)], [1, 0])
     assert second.state.items[2].label == "spoon"
-    stroked = correct.brush(second, painted((512, 512), 60, 280, 100, 320), erase=False)
-    assert correct.pending_clicks(stroked) == ((), ())  # the mask's pixels changed by other means: start over
+    brushed = correct.brush(second, line(60, 100, 300), 20, erase=False)
+    assert correct.pending_clicks(brushed) == ((), ())  # the mask's pixels changed by other means: start over
 
 
 def test_a_point_click_replaces_the_selected_mask(session):
-    replaced = correct.click(correct.select(session, 1), CLICK_POSITIVE, 400, 350, FakePointSegmenter())
+    replaced = correct.click(correct.select(session, 1), TOOL_POSITIVE, 400, 350, FakePointSegmenter())
     assert len(replaced.state.items) == 2 and replaced.selected == 1
     assert np.array_equal(replaced.state.items[1].mask, rect_mask(512, 512, 370, 320, 431, 381))
     assert replaced.state.items[1].score is None and replaced.state.items[1].edited
@@ -254,23 +262,30 @@ def test_a_point_click_replaces_the_selected_mask(session):
 
 def test_only_negative_points_are_refused(session):
     with pytest.raises(InputError, match="every click is negative"):
-        correct.click(session, CLICK_NEGATIVE, 60, 300, FakePointSegmenter())
+        correct.click(session, TOOL_NEGATIVE, 60, 300, FakePointSegmenter())
 
 
 def test_a_brush_stroke_with_nothing_selected_makes_a_new_mask_and_erase_removes_pixels(session):
-    new = correct.brush(session, painted((512, 512), 0, 0, 40, 30), erase=False)
-    assert new.selected == 2 and np.array_equal(new.state.items[2].mask, rect_mask(512, 512, 0, 0, 40, 30))
-    erased = correct.brush(correct.select(new, 0), painted((512, 512), 200, 50, 300, 100), erase=True)
-    assert np.array_equal(erased.state.items[0].mask, rect_mask(512, 512, 200, 100, 300, 250))
+    new = correct.brush(session, line(20, 60, 15), 10, erase=False)
+    capsule = stroke_from_view_points(line(20, 60, 15), 10, 1.0, 512, 512)
+    assert new.selected == 2 and np.array_equal(new.state.items[2].mask, capsule)
+    assert capsule[15, 10:71].all() and not capsule[15, 9] and not capsule[15, 71] and capsule[5:26, 40].all()
+    erased = correct.brush(correct.select(new, 0), line(190, 310, 60), 10, erase=True)
+    # rows 50..70 of mask 1 (x 200..299) are gone, the rest stays
+    assert not erased.state.items[0].mask[50:71, 200:300].any() and erased.state.items[0].mask[71:250, 200:300].all()
 
 
 def test_erasing_with_nothing_selected_and_empty_strokes_are_refused(session):
     with pytest.raises(InputError, match="select a mask to erase from"):
-        correct.brush(session, painted((512, 512), 0, 0, 5, 5), erase=True)
+        correct.brush(session, line(0, 5, 5), 4, erase=True)
     with pytest.raises(InputError, match="nothing was painted"):
-        correct.brush(session, painted((512, 512), 0, 0, 0, 0), erase=False)
+        correct.brush(session, [], 4, erase=False)
     with pytest.raises(InputError, match="nothing was painted"):
-        correct.brush(session, None, erase=False)
+        correct.brush(session, None, 4, erase=False)
+    with pytest.raises(InputError, match="brush size must be a number"):
+        correct.brush(session, line(0, 5, 5), "big", erase=False)
+    with pytest.raises(InputError, match="radius"):
+        correct.brush(session, line(0, 5, 5), 0, erase=False)
 
 
 def test_relabel_and_delete_need_a_selected_mask(session):
@@ -301,14 +316,20 @@ def big_session():
 def test_a_big_photo_is_edited_on_a_scaled_view_and_exports_full_size_masks(big_session, tmp_path):
     assert big_session.view.size == (1024, 768) and corrected_overlay(big_session).size == (1024, 768)
     handlers = handlers_with(tmp_path, FakePointSegmenter())
-    # view rows [64, 128) x cols [128, 256) cover full rows [250, 500) x cols [500, 1000) (scale 0.256)
-    out = handlers.paint(big_session, painted((1024, 768), 128, 64, 256, 128))
-    edited = out.session
-    assert edited.state.items[1].mask.shape == (3000, 4000)
-    assert np.array_equal(edited.state.items[1].mask, rect_mask(3000, 4000, 500, 250, 1000, 500))
-    clicked = handlers.click(edited, CLICK_POSITIVE, select_event(512, 384)).session  # refines the new mask 2
-    assert clicked.state.applied[-1].points == ((2000.0, 1500.0),)
-    _, path = handlers.export_coco(clicked)
+    # a dab at view pixel (128, 64), radius 8: at scale 0.256 a disc of radius 31.25 full pixels centred on
+    # ((128 + 0.5) / 0.256 - 0.5, (64 + 0.5) / 0.256 - 0.5) = (501.45, 251.45)
+    key = opened(handlers, big_session)
+    out = handlers.canvas(key, stroked("paint", [[128.0, 64.0]], 8))
+    assert out.session == key
+    edited = handlers.session(key)
+    disc = edited.state.items[1].mask
+    assert disc.shape == (3000, 4000)
+    rows, cols = np.nonzero(disc)
+    assert abs(rows.mean() - 251.45) < 0.5 and abs(cols.mean() - 501.45) < 0.5
+    assert abs(disc.sum() - np.pi * 31.25 ** 2) < 0.02 * np.pi * 31.25 ** 2
+    handlers.canvas(key, clicked(TOOL_POSITIVE, 512, 384))  # refines the new mask 2
+    assert handlers.session(key).state.applied[-1].points == ((2000.0, 1500.0),)
+    _, path = handlers.export_coco(key)
     coco = COCO(path)
     assert coco.imgs[1]["width"] == 4000 and coco.imgs[1]["height"] == 3000
     masks = [coco.annToMask(a) for a in coco.loadAnns(coco.getAnnIds())]
@@ -321,36 +342,46 @@ def test_a_big_photo_is_edited_on_a_scaled_view_and_exports_full_size_masks(big_
 
 
 def test_a_refused_edit_changes_only_the_status_line(session, tmp_path):
-    out = handlers_with(tmp_path).erase(session, painted((512, 512), 0, 0, 5, 5))
-    assert out.session == {"__type__": "update"} and out.corrected_image == {"__type__": "update"}
+    handlers = handlers_with(tmp_path)
+    key = opened(handlers, session)
+    out = handlers.canvas(key, stroked("erase", line(0, 5, 5), 4))
+    assert out.session == {"__type__": "update"} and out.canvas == {"__type__": "update"}
     assert 'class="status status-error"' in out.status and "Select a mask to erase from" in out.status
-    assert "Nothing was changed." in out.status
+    assert "Nothing was changed." in out.status and handlers.session(key) is session
 
 
 def test_a_click_needing_the_point_model_says_why_it_is_missing(session, tmp_path):
-    out = handlers_with(tmp_path, None, "SAM 3's point-prompt model 'x' could not be loaded").click(
-        session, CLICK_POSITIVE, select_event(60, 300))
+    missing = handlers_with(tmp_path, None, "SAM 3's point-prompt model 'x' could not be loaded")
+    out = missing.canvas(opened(missing, session), clicked(TOOL_POSITIVE, 60, 300))
     assert "could not be loaded" in out.status and out.session == {"__type__": "update"}
-    out = handlers_with(tmp_path).click(session, CLICK_TOGGLE, None)
+    handlers = handlers_with(tmp_path)
+    key = opened(handlers, session)
+    out = handlers.canvas(key, clicked(TOOL_TOGGLE, None, None))
     assert "gave no position" in out.status
+    assert "sent no click or stroke" in handlers.canvas(key, types.SimpleNamespace(value=None)).status
+    assert "does not take clicks" in handlers.canvas(key, clicked("paint", 5, 5)).status
 
 
 def test_an_edit_updates_every_part_of_the_view(session, tmp_path):
-    out = handlers_with(tmp_path).set_shown(session, [0])
-    assert out.shown == {"__type__": "update", "choices": shown_choices(out.session)[0], "value": [0]}
+    handlers = handlers_with(tmp_path)
+    out = handlers.set_shown(opened(handlers, session), [0])
+    assert out.shown == {"__type__": "update", "choices": shown_choices(handlers.session(out.session))[0],
+                         "value": [0]}
     assert out.undo == {"__type__": "update", "interactive": True}
     assert out.redo == {"__type__": "update", "interactive": False}
-    assert 'class="mask-off"' in out.table and out.editor["layers"] == []
-    assert out.editor["background"].shape == (512, 512, 3) and out.agent_image == {"__type__": "update"}
-    assert out.tabs == {"__type__": "update"}
+    assert 'class="mask-off"' in out.table and '<img class="cv-image" src="data:image/jpeg;base64,' in out.canvas
+    assert 'width="512" height="512"' in out.canvas
+    agent, corrected = out.compare
+    assert agent.size == corrected.size == (512, 512) and out.tabs == {"__type__": "update"}
 
 
 def test_exported_coco_from_the_handler_decodes_to_the_edited_masks(session, tmp_path):
     handlers = handlers_with(tmp_path)
-    state = handlers.set_shown(session, [0]).session                     # hide mask 2
-    state = handlers.bring_in(state, 1, 2).session                       # the rejected mask
-    state = handlers.paint(state, painted((512, 512), 0, 480, 60, 512)).session  # paint on it (selected)
-    status, path = handlers.export_coco(state)
+    key = opened(handlers, session)
+    handlers.set_shown(key, [0])                                        # hide mask 2
+    handlers.bring_in(key, 1, 2)                                        # the rejected mask
+    handlers.canvas(key, stroked("paint", line(0, 59, 495), 16))        # paint on it (selected)
+    status, path = handlers.export_coco(key)
     assert "Exported COCO JSON (2 masks): corrected_masks.json." in status
     coco = COCO(path)
     anns = coco.loadAnns(coco.getAnnIds())
@@ -358,14 +389,15 @@ def test_exported_coco_from_the_handler_decodes_to_the_edited_masks(session, tmp
     assert [a["attributes"] for a in anns] == [{"edited_by_hand": False, "origin": "agent"},
                                                {"edited_by_hand": True, "origin": "round 1 mask 2"}]
     assert np.array_equal(coco.annToMask(anns[0]).astype(bool), rect_mask(512, 512, *BIG))
-    expected = rect_mask(512, 512, *TALL) | rect_mask(512, 512, 0, 480, 60, 512)
+    expected = rect_mask(512, 512, *TALL) | stroke_from_view_points(line(0, 59, 495), 16, 1.0, 512, 512)
     assert np.array_equal(coco.annToMask(anns[1]).astype(bool), expected)
     assert "score" in anns[0] and "score" not in anns[1]
 
 
 def test_png_export_holds_one_full_size_binary_png_per_mask(session, tmp_path):
     edited = correct.bring_in(session, 1, 2)
-    _, path = handlers_with(tmp_path).export_pngs(edited)
+    handlers = handlers_with(tmp_path)
+    _, path = handlers.export_pngs(opened(handlers, edited))
     with zipfile.ZipFile(path) as archive:
         assert archive.namelist() == ["mask_001.png", "mask_002.png", "mask_003.png"]
         third = np.asarray(Image.open(io.BytesIO(archive.read("mask_003.png"))))
@@ -376,17 +408,18 @@ def test_png_export_holds_one_full_size_binary_png_per_mask(session, tmp_path):
 def test_an_exported_bundle_reloads_with_both_answers_and_editing_goes_on(session, tmp_path):
     handlers = handlers_with(tmp_path)
     edited = correct.set_shown(correct.bring_in(session, 1, 2), [0, 2])
-    _, path = handlers.export_bundle(edited)
+    key = opened(handlers, edited)
+    _, path = handlers.export_bundle(key)
     out = handlers.upload(path)
-    reloaded = out.session
+    reloaded = handlers.session(out.session)
     assert [type(op) for op in reloaded.state.applied] == [BringInMask, type(edited.state.applied[1])]
     assert mask_rows(reloaded) == [MaskRow(r.number, r.label, r.origin, r.on, r.edited, r.area, r.score, False)
                                    for r in mask_rows(edited)]
-    assert out.agent_image.size == (512, 512) and out.round_pick["value"] == 1
-    assert out.number_pick == {"__type__": "update", "choices": [1, 2, 3], "value": 1}
+    assert out.compare[0].size == (512, 512) and out.round_pick["value"] == 1
+    assert out.number_pick == {"__type__": "update", "choices": [("1", 1), ("2", 2), ("3", 3)], "value": 1}
     assert [row.on for row in mask_rows(correct.undo(reloaded))] == [True, True, True]
-    _, trace_zip = handlers.export_trace(edited)
-    assert len(handlers.upload(trace_zip).session.state.applied) == 2
+    _, trace_zip = handlers.export_trace(key)
+    assert len(handlers.session(handlers.upload(trace_zip).session).state.applied) == 2
 
 
 def test_a_malformed_bundle_or_file_is_refused_with_a_message(session, tmp_path):
@@ -411,12 +444,14 @@ def test_a_malformed_bundle_or_file_is_refused_with_a_message(session, tmp_path)
     assert "not a .zip trace" in handlers.upload(str(junk)).status and len(warnings) == 2
 
 
-def test_forget_removes_the_session_exports(session, tmp_path):
+def test_forget_drops_the_session_and_its_exports(session, tmp_path):
     handlers = handlers_with(tmp_path)
-    _, path = handlers.export_coco(session)
+    key = opened(handlers, session)
+    _, path = handlers.export_coco(key)
     assert Path(path).is_file()
-    handlers.forget(session)
-    assert not Path(path).exists()
+    handlers.forget(key)
+    assert not Path(path).exists() and handlers.sessions.info() == (0, 0)
+    assert "no longer open" in handlers.select(key, 0).status
 
 
 # ------------------------------------------------------------------ with the app's other tabs
@@ -443,20 +478,21 @@ def test_correct_these_masks_loads_the_finished_run_and_brings_the_tab_forward(a
     list(app_handlers.run(str(ASSETS / "astronaut.jpg"), QUERY, 5, 0.5, slot))
     out = app_handlers.correct.from_run(slot)
     assert isinstance(out.tabs, gr.Tabs) and out.tabs.selected == "correct"
-    assert [row.area for row in mask_rows(out.session)] == [100 * 200, 100 * 100]
+    assert [row.area for row in mask_rows(app_handlers.correct.session(out.session))] == [100 * 200, 100 * 100]
     assert out.round_pick["choices"][0] == ("round 1: 3 masks for 'person'", 1)
-    clicked = app_handlers.correct.click(out.session, CLICK_POSITIVE, select_event(60, 300))  # the shared model
-    assert clicked.session.state.items[2].origin == "clicks"
+    app_handlers.correct.canvas(out.session, clicked(TOOL_POSITIVE, 60, 300))  # the shared model
+    assert app_handlers.correct.session(out.session).state.items[2].origin == "clicks"
 
 
 def test_the_inspect_tab_reads_a_bundle_says_it_holds_edits_and_hands_it_to_the_correct_view(session, tmp_path,
                                                                                              app_handlers):
     path = tmp_path / "bundle.zip"
     path.write_bytes(bundle_bytes(session.trace, correct.set_shown(session, [0]).state))
-    inspected, message, *_ = app_handlers.load_trace(str(path))
+    inspected, message, *_ = app_handlers.inspect.load_trace(str(path))
     assert "1 hand correction saved with it" in message
     out = app_handlers.correct.from_inspected(inspected)
-    assert out.tabs.selected == "correct" and [row.on for row in mask_rows(out.session)] == [True, False]
+    opened_session = app_handlers.correct.session(out.session)
+    assert out.tabs.selected == "correct" and [row.on for row in mask_rows(opened_session)] == [True, False]
     assert load_bundle(path.read_bytes()).state.cursor == 1 and len(inspected.trace.edits) == 1
 
 
@@ -470,6 +506,112 @@ def test_a_point_model_that_cannot_load_leaves_the_app_serving_and_point_clicks_
     assert factory.point_segmenter is None
     assert f"Could not load SAM 3's point-prompt model from the folder '{missing}'" in factory.point_error
     handlers = Handlers(factory, warn=lambda message: None, root=tmp_path / "app")
-    out = handlers.correct.click(session, CLICK_POSITIVE, select_event(60, 300))
+    key = opened(handlers.correct, session)
+    out = handlers.correct.canvas(key, clicked(TOOL_POSITIVE, 60, 300))
     assert "Could not load SAM 3&#x27;s point-prompt model from the folder" in out.status
-    assert handlers.correct.click(session, CLICK_TOGGLE, select_event(370, 390)).session.state.cursor == 1
+    handlers.correct.canvas(key, clicked(TOOL_TOGGLE, 370, 390))
+    assert handlers.correct.session(key).state.cursor == 1
+
+
+# ------------------------------------------------------------------ the canvas, its style and what it names
+
+
+def test_escape_on_the_canvas_selects_nothing(session, tmp_path):
+    handlers = handlers_with(tmp_path)
+    out = handlers.canvas(opened(handlers, correct.select(session, 1)), types.SimpleNamespace(value={"kind": "deselect"}))
+    assert handlers.session(out.session).selected is None and out.selected["value"] == NO_SELECTION
+
+
+def test_mask_opacity_and_outline_mode_redraw_without_an_edit(session, tmp_path):
+    raw = np.asarray(session.view)
+    x, y = 215, 230  # inside mask 1, away from its border and label
+    color = mask_colors(2)[0].astype(int)
+    solid = correct.set_style(session, 1.0, False)
+    assert np.asarray(corrected_overlay(solid))[y, x].tolist() == color.tolist()
+    clear = correct.set_style(session, 0.0, False)
+    assert np.asarray(corrected_overlay(clear))[y, x].tolist() == raw[y, x].tolist()
+    outlined = correct.set_style(session, 1.0, True)
+    overlay = np.asarray(corrected_overlay(outlined))
+    assert overlay[y, x].tolist() == raw[y, x].tolist()  # no fill...
+    assert overlay[150, 200].tolist() == color.tolist()  # ...but the border (x = 200 is mask 1's left edge)
+    assert outlined.state.cursor == 0  # a view style, not an edit
+    handlers = handlers_with(tmp_path)
+    key = opened(handlers, session)
+    out = handlers.style(key, 0.8, True)
+    assert (handlers.session(out.session).opacity, handlers.session(out.session).outline) == (0.8, True)
+    assert "mask opacity must be from 0 to 1" in handlers.style(key, 1.5, False).status
+
+
+def test_point_markers_are_black_and_white_so_they_never_look_like_a_mask(session):
+    model = FakePointSegmenter()
+    first = correct.click(session, TOOL_POSITIVE, 60, 300, model)
+    second = correct.click(first, TOOL_NEGATIVE, 80, 320, model)
+    overlay = np.asarray(corrected_overlay(second)).astype(int)
+    rows, cols = np.mgrid[0:512, 0:512]
+    for (x, y), face in (((60, 300), 255), ((80, 320), 0)):
+        core = (rows - y) ** 2 + (cols - x) ** 2 <= 4 ** 2  # inside the marker's face (radius 5)
+        pixels = overlay[core]
+        assert (pixels.max(axis=1) - pixels.min(axis=1) == 0).all()  # grey only: black, white and between
+        assert (pixels[:, 0] == face).sum() > 10  # mostly its face colour, with the "+" or "-" across it
+    assert not any(c in ([0, 0, 0], [255, 255, 255]) for c in mask_colors(20).astype(int).tolist())
+
+
+def test_the_bring_in_picker_marks_the_masks_verification_rejected(tmp_path):
+    trace = examined_trace()
+    from sam3_agent.ui.correct_view import mask_number_choices, rejected_numbers
+
+    assert rejected_numbers(trace) == {1: {2}}
+    assert mask_number_choices(trace, 1) == [("1", 1), ("2 (rejected by verification)", 2), ("3", 3)]
+    assert mask_number_choices(trace, 2) == [("1", 1), ("2", 2)]  # the survivors, renumbered
+
+
+@pytest.mark.parametrize(("status", "words"), [
+    ("failed", "(the agent failed)"), ("cancelled", "(the agent was stopped)"),
+    ("no_mask", "(the agent found no mask)"), ("max_rounds", "(the agent ran out of rounds)"),
+])
+def test_the_status_names_how_the_agent_ended_rather_than_a_choice_of_zero(trace, status, words):
+    ended = make_trace(trace.image, trace_masks(trace), Masks.empty(512, 512) if status == "no_mask" else None, status)
+    assert status_text(correct.start_session(ended)).startswith(f"Corrected answer: 0 masks {words}.")
+
+
+def test_labels_used_once_are_offered_again_even_for_the_next_trace(session, tmp_path):
+    handlers = handlers_with(tmp_path)
+    named = handlers.relabel(opened(handlers, correct.select(session, 1)), "astronaut").session
+    assert handlers.session(named).labels == (QUERY, "astronaut")
+    out = handlers.load(session.trace, previous=named)  # a new trace in the same browser tab
+    assert out.label["choices"] == [QUERY, "astronaut"] and handlers.session(out.session).labels == (QUERY, "astronaut")
+    with pytest.raises(InputError, match="no longer open"):
+        handlers.session(named)  # one open session per tab: the new trace replaced the earlier one
+    handlers.style(out.session, 0.2, True)
+    styled = handlers.session(handlers.load(session.trace, previous=out.session).session)
+    assert (styled.opacity, styled.outline) == (0.2, True)
+
+
+def test_the_canvas_html_holds_the_answer_at_view_size_or_says_there_is_nothing(session):
+    from sam3_agent.ui.correct_view import render_canvas
+
+    html = render_canvas(corrected_overlay(session))
+    assert html.count('<img class="cv-image"') == 1 and 'width="512" height="512"' in html
+    assert '<canvas class="cv-strokes" width="512" height="512">' in html and 'data-zoom="fit"' in html
+    assert "Nothing to correct yet" in render_canvas(None)
+
+
+def trace_masks(trace: Trace) -> list[Masks]:
+    return [r.result.masks for r in trace.rounds]
+
+
+def examined_trace() -> Trace:
+    """Round 1: three masks; round 2 examines them (mask 2 rejected) and shows the two survivors."""
+    from sam3_agent.types import ImagePart, MaskVerdict
+
+    image = photo("astronaut.jpg")
+    round1 = masks_of([BIG, TALL, SMALL], [0.9, 0.7, 0.6])
+    survivors = masks_of([BIG, SMALL], [0.9, 0.6])
+    view = ImagePart(image, "v")
+    verdicts = tuple(MaskVerdict(n, v, "model", ("",), view, view) for n, v in
+                     ((1, "accept"), (2, "reject"), (3, "accept")))
+    trace = make_trace(image, [round1, survivors], survivors)
+    examined = trace.rounds[1]
+    trace.rounds[1] = Round(examined.index, examined.context, "", "stop", None, None, None,
+                            ToolResult(None, survivors, verdicts=verdicts, summary="kept 2 of 3"), None, None)
+    return trace

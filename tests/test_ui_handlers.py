@@ -51,6 +51,13 @@ def make_handlers(tmp_path: Path, script=SCRIPT, delay: float = 0.0, load_error:
     return Handlers(factory, warn=sink.append, root=tmp_path / "app")
 
 
+def status_text(html: str) -> str:
+    """The words of a status line's HTML."""
+    from html import unescape
+
+    return unescape(html.split(">", 1)[1].rsplit("</div>", 1)[0])
+
+
 def run_to_end(handlers: Handlers, image: str, query: str, slot: RunSlot | None = None):
     return list(handlers.run(image, query, 10, 0.5, slot if slot is not None else RunSlot()))
 
@@ -95,6 +102,7 @@ def test_downloads_hold_coco_masks_and_the_trace(tmp_path):
     trace = load_trace(zip_path)
     assert trace.status == "done" and trace.query == "the child on the left" and len(trace.rounds) == 4
     assert trace.image_name == "astronaut.jpg"  # the uploaded file's name, for COCO exports
+    assert trace.image_file == Path(ASTRONAUT).read_bytes()  # the upload as given, not a re-encoded copy
 
 
 def test_every_run_replays_the_script_from_the_start(tmp_path):
@@ -190,12 +198,14 @@ def test_a_trace_zip_that_cannot_be_written_leaves_the_answer_and_warns(tmp_path
         (str(ASSETS / "LICENSE.md"), "the cup", "not an image"),
     ],
 )
-def test_bad_input_shows_an_error_and_a_warning(tmp_path, image, query, message):
+def test_bad_input_shows_an_error_once_in_the_status_line(tmp_path, image, query, message):
     warnings: list[str] = []
     outputs = list(make_handlers(tmp_path, messages=warnings).run(image, query, 10, 0.5, RunSlot()))
     assert len(outputs) == 1
-    assert 'class="status status-error"' in outputs[0].status and message in outputs[0].status
-    assert len(warnings) == 1 and message in warnings[0]
+    text = status_text(outputs[0].status)
+    assert 'class="status status-error"' in outputs[0].status and message in text.lower()
+    assert text[0].isupper() and text.endswith(".")  # said as a sentence
+    assert warnings == []  # the status line is in view: no pop-up saying it again
 
 
 @pytest.mark.parametrize("rounds, threshold, message", [
@@ -210,15 +220,15 @@ def test_a_bad_budget_or_threshold_from_a_hand_made_request_is_an_error_not_a_cr
     warnings: list[str] = []
     outputs = list(make_handlers(tmp_path, messages=warnings).run(COFFEE, "the cup", rounds, threshold, RunSlot()))
     assert len(outputs) == 1 and 'class="status status-error"' in outputs[0].status
-    assert len(warnings) == 1 and message in warnings[0]
+    assert message[1:] in outputs[0].status and warnings == []
 
 
 def test_models_that_failed_to_load_are_reported_on_every_run(tmp_path):
     warnings: list[str] = []
     handlers = make_handlers(tmp_path, load_error="SAM 3 weights not found at /models/sam3", messages=warnings)
     outputs = list(handlers.run(COFFEE, "the cup", 10, 0.5, RunSlot()))
-    assert "SAM 3 weights not found at /models/sam3" in outputs[0].status
-    assert warnings == ["SAM 3 weights not found at /models/sam3"]
+    assert "SAM 3 weights not found at /models/sam3." in outputs[0].status
+    assert warnings == []
 
 
 def test_a_backend_failure_mid_run_ends_failed_with_a_message(tmp_path):
@@ -229,7 +239,7 @@ def test_a_backend_failure_mid_run_ends_failed_with_a_message(tmp_path):
     outputs, downloads = finished_downloads(handlers, COFFEE, "the cup")
     last = outputs[-1]
     assert 'class="status status-failed"' in last.status and "ran out of memory" in last.status
-    assert warnings and "ran out of memory" in warnings[0]
+    assert warnings == []
     assert load_trace(downloads[1]).status == "failed"
     assert '<div class="round-failed">Backend failure: SAM 3 model &#x27;known&#x27; ran out of memory' in last.rounds
 
@@ -253,10 +263,13 @@ def test_stop_ends_a_run_promptly_during_generation_and_keeps_its_trace(tmp_path
     while not (outputs and "w3 " in outputs[-1].live) and time.monotonic() < deadline:
         time.sleep(0.01)
     started = time.monotonic()
-    result = handlers.stop(slot)
+    result = list(handlers.stop(slot))
     thread.join(5)
     assert time.monotonic() - started < 1.0
-    assert result == ({"__type__": "update"}, {"__type__": "update"})  # the run shows its own final page
+    # at once "Stopping...", then the run's own final status again (its page, downloads included, is its own)
+    assert [(status_text(s), d) for s, d in result] == [
+        ("Stopping: the model finishes its current step, then the trace so far is kept.", {"__type__": "update"}),
+        ("Stopped after 1 round. The trace so far is kept.", {"__type__": "update"})]
     last = outputs[-1]
     assert 'class="status status-cancelled"' in last.status and "Stopped after 1 round" in last.status
     trace = load_trace(handlers.trace_download(slot)[1])
@@ -280,7 +293,7 @@ def test_stop_between_tool_calls_ends_the_run_during_verification(tmp_path):
     while not (outputs and "running examine_each_mask" in outputs[-1].status) and time.monotonic() < deadline:
         time.sleep(0.01)
     started = time.monotonic()
-    handlers.stop(slot)
+    list(handlers.stop(slot))
     thread.join(5)
     assert time.monotonic() - started < 1.0
     trace = load_trace(handlers.trace_download(slot)[1])
@@ -290,7 +303,7 @@ def test_stop_between_tool_calls_ends_the_run_during_verification(tmp_path):
 
 
 def test_stop_without_a_run_changes_nothing(tmp_path):
-    status, downloads = make_handlers(tmp_path).stop(RunSlot())
+    ((status, downloads),) = make_handlers(tmp_path).stop(RunSlot())
     assert status == downloads == {"__type__": "update"}
 
 
@@ -300,8 +313,9 @@ def test_stop_abandons_a_run_that_does_not_end_in_time(tmp_path, monkeypatch):
     slot = RunSlot()
     stream = handlers.run(COFFEE, "the cup", 10, 0.5, slot)
     next(stream)  # started, then nobody drives the generator: as if stuck in a long model call
-    status, downloads = handlers.stop(slot)
-    assert 'class="status status-cancelled"' in status and "stopped by the user" in status
+    stopping, (status, downloads) = handlers.stop(slot)
+    assert 'class="status status-stopping"' in stopping[0]  # said at once, before the grace time
+    assert 'class="status status-cancelled"' in status and "Stopped after 0 rounds." in status
     assert load_trace(downloads[1]).status == "cancelled"
     stream.close()
 
@@ -381,29 +395,66 @@ def saved_trace(tmp_path_factory):
 
 
 def test_a_saved_trace_steps_round_by_round_with_the_same_views(tmp_path, saved_trace):
-    handlers = make_handlers(tmp_path)
-    state, message, slider, final_image, final_masks = handlers.load_trace(saved_trace)
+    inspect = make_handlers(tmp_path).inspect
+    state, message, number, navigation, final_image, final_masks = inspect.load_trace(saved_trace)
     assert len(state.rounds) == 4
-    assert "Query: &#x27;the child on the left&#x27;. Done: 1 mask selected after 4 rounds." in message
-    assert slider["maximum"] == 4 and slider["value"] == 1
+    assert "Query: &#x27;the child on the left&#x27;. Done: 1 mask selected after 4 rounds. VLM: scripted." in message
+    assert number == 1 and navigation == {"__type__": "update", "visible": True}
     assert final_image.size == (512, 512) and '<tr data-mask="1">' in final_masks
-    round_html, context_html = handlers.show_round(state, 3)
+    round_html, context_html, timeline = inspect.show_round(state, 3)
     assert '<section class="round" data-round="3">' in round_html
+    assert '<details class="reasoning" open>' in round_html  # a trace is read: reasoning open
     assert round_html.count('class="verdict-card') == 2
     assert 'class="ctx-msg ctx-assistant ctx-dropped" data-index="2"' in context_html
     assert 'class="ctx-note"' in context_html
-    assert [handlers.step_round(state, 1, -1), handlers.step_round(state, 4, 1), handlers.step_round(state, 2, 1)] == [
+    assert timeline.count("<tr class=\"timeline-") == 4 and 'timeline-current" data-round="3"' in timeline
+    assert [inspect.step_round(state, 1, -1), inspect.step_round(state, 4, 1), inspect.step_round(state, 2, 1)] == [
         1, 4, 3]
 
 
-def test_a_one_round_trace_gets_a_fixed_slider(tmp_path):
+class Clicked:
+    """What Gradio hands a select handler (``gr.SelectData``): the clicked row's round number as ``index``."""
+
+    def __init__(self, index):
+        self.index = index
+
+
+def test_a_timeline_click_opens_that_round(tmp_path, saved_trace):
+    inspect = make_handlers(tmp_path).inspect
+    assert inspect.pick_round(Clicked(3)) == 3
+    assert inspect.pick_round(Clicked(None)) == {"__type__": "update"}  # no change
+
+
+@pytest.mark.parametrize(("number", "message"), [
+    (7, "There is no round 7: this trace has rounds 1 to 4. Pick one in the timeline."),
+    (0, "There is no round 0: this trace has rounds 1 to 4."),
+    (None, "This is not a round number: this trace has rounds 1 to 4."),
+    (2.5, "This is not a round number"),
+    (float("nan"), "This is not a round number"),
+])
+def test_a_round_number_outside_the_trace_is_a_message_not_an_error(tmp_path, saved_trace, number, message):
+    inspect = make_handlers(tmp_path).inspect
+    state = inspect.load_trace(saved_trace)[0]
+    round_html, context_html, timeline = inspect.show_round(state, number)
+    assert 'class="status status-error"' in round_html and message in round_html
+    assert "The context of the round you open appears here." in context_html
+    assert timeline.count("<tr class=\"timeline-") == 4  # to pick a round from
+
+
+def test_the_empty_inspect_tab_hides_the_round_navigation(tmp_path):
+    state, message, number, navigation, *_ = make_handlers(tmp_path).inspect.load_trace(None)
+    assert state is None and navigation == {"__type__": "update", "visible": False}
+    assert "Upload a trace .zip saved by this app" in message
+
+
+def test_a_one_round_trace_steps_nowhere(tmp_path):
     handlers = make_handlers(tmp_path, script={"main": [tool("report_no_mask", "nothing here")], "verify": []})
     _, downloads = finished_downloads(handlers, COFFEE, "a giraffe")
-    state, message, slider, final_image, final_masks = handlers.load_trace(downloads[1])
+    state, message, number, navigation, final_image, final_masks = handlers.inspect.load_trace(downloads[1])
     assert len(state.rounds) == 1 and "No mask: the model reported that nothing matches" in message
-    assert (slider["minimum"], slider["maximum"], slider["interactive"]) == (1, 2, False)
+    assert handlers.inspect.step_round(state, 1, 1) == 1 and handlers.inspect.step_round(state, 1, -1) == 1
     assert final_image is None and "No final masks." in final_masks
-    assert '<section class="round" data-round="1">' in handlers.show_round(state, 2)[0]
+    assert "There is no round 2: this trace has round 1." in handlers.inspect.show_round(state, 2)[0]
 
 
 def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):
@@ -411,22 +462,24 @@ def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):
     handlers = make_handlers(tmp_path, messages=warnings)
     junk = tmp_path / "junk.zip"
     junk.write_bytes(b"this is not a zip file")
-    state, message, slider, *_ = handlers.load_trace(str(junk))
-    assert state is None and 'class="status status-error"' in message and slider == {"__type__": "update", "value": 1}
+    state, message, number, navigation, *_ = handlers.inspect.load_trace(str(junk))
+    assert state is None and 'class="status status-error"' in message and navigation["visible"] is False
     assert "not a .zip trace" in message and warnings == [
-        "Cannot read this trace: the file is not a .zip trace (saved by SAM3 Agent)"]
+        "Cannot read this trace: the file is not a .zip trace (saved by SAM3 Agent)."]
     no_trace = tmp_path / "other.zip"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("readme.txt", "hello")
     no_trace.write_bytes(buffer.getvalue())
-    state, message, *_ = handlers.load_trace(str(no_trace))
+    state, message, *_ = handlers.inspect.load_trace(str(no_trace))
     assert state is None and "has no trace.json" in message
 
 
 def test_an_oversized_trace_file_is_refused_before_reading(tmp_path, monkeypatch, saved_trace):
-    monkeypatch.setattr(handlers_module, "MAX_ZIP_BYTES", 1024)
-    state, message, *_ = make_handlers(tmp_path).load_trace(saved_trace)
+    from sam3_agent.ui import inspect_handlers
+
+    monkeypatch.setattr(inspect_handlers, "MAX_ZIP_BYTES", 1024)
+    state, message, *_ = make_handlers(tmp_path).inspect.load_trace(saved_trace)
     assert state is None and "larger than 0 MB" in message
 
 
@@ -457,6 +510,77 @@ def test_api_result_folders_older_than_an_hour_are_pruned(tmp_path):
     assert not old_folder.exists() and Path(new_masks).exists()
 
 
-def test_the_queued_status_is_shown_at_once():
-    assert Handlers.queued() == ('<div class="status status-running" data-status="running" title="Running">'
-                                 "Queued: waiting for the model (it serves one run at a time).</div>")
+def test_the_queued_status_is_shown_at_once_with_a_ticket_per_press():
+    slot = RunSlot()
+    assert Handlers.queued(slot) == ('<div class="status status-running" data-status="running" title="Running">'
+                                     "Queued: waiting for the model (it serves one run at a time).</div>", 1)
+    assert Handlers.queued(slot)[1] == 2 and slot.waiting
+
+
+def test_a_run_pressed_again_before_it_started_runs_once_with_the_newest_press(tmp_path):
+    handlers = make_handlers(tmp_path)
+    slot = RunSlot()
+    first, second = handlers.queued(slot)[1], handlers.queued(slot)[1]
+    superseded = list(handlers.run(ASTRONAUT, "old query", 10, 0.5, slot, None, first))
+    assert superseded == [tuple({"__type__": "update"} for _ in superseded[0])]  # changes nothing on the page
+    last = list(handlers.run(ASTRONAUT, "new query", 10, 0.5, slot, None, second))[-1]
+    assert "Done: 1 mask selected" in last.status and load_trace(handlers.trace_download(slot)[1]).query == "new query"
+    assert not slot.waiting
+
+
+def test_run_during_a_run_stops_it_and_the_new_one_follows(tmp_path):
+    handlers = make_handlers(tmp_path, script=slow_script(), delay=0.02)
+    slot = RunSlot()
+    outputs = []
+    first = handlers.queued(slot)[1]
+    thread = threading.Thread(target=lambda: outputs.extend(handlers.run(COFFEE, "the cup", 10, 0.5, slot, None,
+                                                                         first)))
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not (outputs and "w3 " in outputs[-1].live) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    status, second = handlers.queued(slot)  # Run pressed again while the first streams
+    assert "Stopping the current run: the new one starts as soon as it has ended." in status
+    thread.join(5)
+    assert not thread.is_alive() and "Stopped after 1 round" in outputs[-1].status
+    assert slot.run.trace.status == "cancelled"
+    # until it has ended, the stopped run's page keeps saying what is happening (no "Running" flashing back)
+    after = [o.status for o in outputs if "Stopping the current run" in o.status]
+    assert after and all("Running" not in o.status for o in outputs[outputs.index(next(
+        o for o in outputs if "Stopping the current run" in o.status)):])
+    handlers.factory.script = SCRIPT
+    last = list(handlers.run(ASTRONAUT, "the child", 10, 0.5, slot, None, second))[-1]
+    assert "Done: 1 mask selected" in last.status
+
+
+def test_stop_withdraws_a_run_still_waiting_in_the_queue(tmp_path):
+    handlers = make_handlers(tmp_path)
+    slot = RunSlot()
+    ticket = handlers.queued(slot)[1]
+    ((status, downloads),) = handlers.stop(slot)
+    assert 'class="status status-cancelled"' in status
+    assert "Stopped before it started: the run was still waiting in the queue." in status
+    outputs = list(handlers.run(ASTRONAUT, "the child", 10, 0.5, slot, None, ticket))  # its turn comes
+    assert len(outputs) == 1 and "Stopped before it started" in outputs[0].status and slot.run is None
+    # a later press runs normally
+    last = list(handlers.run(ASTRONAUT, "the child", 10, 0.5, slot, None, handlers.queued(slot)[1]))[-1]
+    assert "Done: 1 mask selected" in last.status
+
+
+def test_any_rounds_context_opens_during_and_after_a_run(tmp_path):
+    handlers = make_handlers(tmp_path)
+    slot = RunSlot()
+    run_to_end(handlers, ASTRONAUT, "the child on the left", slot)
+    second = handlers.run_context(slot, Clicked(2))
+    assert '<div class="ctx-head" data-round="2"><b>Context of round 2</b> (latest: round 4)' in second
+    assert "ctx-dropped" not in second
+    latest = handlers.run_context(slot, Clicked(4))
+    assert '<b>Context of round 4</b>:' in latest and latest.count('class="ctx-msg') == 8
+    assert "Context of round 4" in handlers.run_context(slot, Clicked(99))  # no such round: the latest
+    assert "appears here" in handlers.run_context(RunSlot(), Clicked(1))
+
+
+def test_the_answer_shows_once_the_run_ends(tmp_path):
+    outputs = run_to_end(make_handlers(tmp_path), ASTRONAUT, "the child on the left")
+    assert [o.answer["visible"] for o in outputs[:-1]] == [False] * (len(outputs) - 1)
+    assert outputs[-1].answer == {"__type__": "update", "visible": True}

@@ -1,4 +1,4 @@
-"""The page's helpers: examples from assets/examples.json and the spaces.GPU wrapper."""
+"""The page's helpers and start-up: examples, the spaces.GPU wrapper, the first-start and demo notes, --help."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
+
 from conftest import ASSETS
 
-from sam3_agent.ui.layout import GPU_SECONDS, gpu, load_examples
+from sam3_agent.ui.layout import load_examples, run_gpu_seconds
+from sam3_agent.zerogpu import MAX_SECONDS_VARIABLE, gpu
 
 
 def test_examples_come_from_assets_examples_json_with_existing_photos():
@@ -31,10 +34,10 @@ def test_gpu_is_a_no_op_without_the_spaces_package(monkeypatch):
     def handler():
         return 1
 
-    assert gpu(handler) is handler
+    assert gpu(handler, 60) is handler
 
 
-def test_gpu_wraps_handlers_with_spaces_gpu_when_available(monkeypatch):
+def test_gpu_wraps_handlers_with_spaces_gpu_and_a_duration_that_fits_the_round_budget(monkeypatch):
     calls = []
 
     def fake_gpu(duration):
@@ -44,11 +47,16 @@ def test_gpu_wraps_handlers_with_spaces_gpu_when_available(monkeypatch):
         return wrap
 
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=fake_gpu))
+    monkeypatch.delenv(MAX_SECONDS_VARIABLE, raising=False)
 
     def run():
         return 1
 
-    assert gpu(run)() == 1 and calls == [("run", GPU_SECONDS)]
+    assert gpu(run, run_gpu_seconds)() == 1 and calls == [("run", run_gpu_seconds)]
+    # Handlers.run(image, query, max_rounds, score_threshold, slot): 30 s to start + 30 s per round, at most 300 s
+    assert [run_gpu_seconds("photo.jpg", "the cup", rounds, 0.5, None) for rounds in (1, 5, 9, 30)] == [60, 180, 300, 300]
+    monkeypatch.setenv(MAX_SECONDS_VARIABLE, "1200")
+    assert run_gpu_seconds("photo.jpg", "the cup", 30, 0.5, None) == 930
 
 
 def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
@@ -67,11 +75,82 @@ def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
     warnings: list[str] = []
     handlers = Handlers(factory, warn=warnings.append, root=tmp_path / "app")
     demo = build_demo(handlers, settings)
-    banner = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "load-error"]
-    assert len(banner) == 1 and "The models could not be loaded" in banner[0].value
-    (only,) = handlers.run(str(ASSETS / "coffee.jpg"), "the cup", 5, 0.5, RunSlot())
+    blocks = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    notice = blocks["model-notice"].value
+    assert "Run is off: the models are not on this machine yet." in notice
+    assert f"<li>SAM 3: <code>{missing}</code> (no such folder).</li>" in notice
+    assert "<code>python app.py --preset tiny --script assets/example_script.json</code>" in notice
+    assert blocks["run-btn"].interactive is False
+    assert "Run is off until the models load." in blocks["status"].value
+    # said once: not in the status line, not as a pop-up
+    assert "no folder at" not in blocks["status"].value and warnings == []
+    (only,) = handlers.run(str(ASSETS / "coffee.jpg"), "the cup", 5, 0.5, RunSlot())  # a hand-made request
     assert 'class="status status-error"' in only.status and "no folder at" in only.status
-    assert len(warnings) == 1
+
+
+def test_the_first_start_message_names_the_missing_models_the_hub_login_and_the_offline_way():
+    from sam3_agent.ui.startup import NeededModel, first_start_message
+
+    models = [NeededModel("SAM 3", "facebook/sam3", False), NeededModel("VLM", "Qwen/Qwen3-VL-8B-Instruct", False)]
+    html = first_start_message(models, "cannot load the SAM 3 model 'facebook/sam3': offline")
+    assert html.count("<li>") == 2 and "<code>Qwen/Qwen3-VL-8B-Instruct</code> (not downloaded yet)." in html
+    assert "It is gated: accept its licence on" in html and "<code>hf auth login</code>" in html
+    assert "--preset tiny --script assets/example_script.json" in html
+    assert "<details><summary>Details</summary><pre>cannot load the SAM 3 model" in html
+    present = first_start_message([NeededModel("SAM 3", "facebook/sam3", True)], "out of memory on cuda:0")
+    assert "Run is off: the models could not be loaded.</b> Out of memory on cuda:0." in present
+
+
+def test_a_real_launch_needs_sam3_and_the_vlm_unless_a_server_or_script_replaces_it(tmp_path):
+    from sam3_agent.presets import BackendSettings
+    from sam3_agent.ui.settings import AppSettings
+    from sam3_agent.ui.startup import needed_models
+
+    real = needed_models(AppSettings(BackendSettings(preset="real", sam3_model=str(tmp_path))))
+    assert [(m.role, m.present) for m in real] == [("SAM 3", True), ("VLM", False)]
+    served = AppSettings(BackendSettings(preset="real", vlm_server="http://x/v1", vlm_server_model="q"))
+    assert [m.role for m in needed_models(served)] == ["SAM 3"]
+    assert needed_models(AppSettings(BackendSettings(preset="tiny"))) == []
+
+
+@pytest.mark.parametrize(("preset", "script", "words"), [
+    ("tiny", "assets/example_script.json", "SAM 3 is a tiny model with random weights and the VLM's replies are "
+                                           "replayed from <code>example_script.json</code>"),
+    ("tiny", None, "both models are tiny with random weights"),
+    ("real", "s.json", "the VLM's replies are replayed from <code>s.json</code> (SAM 3 is the real model)"),
+])
+def test_the_page_says_when_the_models_are_random_or_scripted(preset, script, words):
+    from sam3_agent.presets import BackendSettings
+    from sam3_agent.ui.settings import AppSettings
+    from sam3_agent.ui.startup import demo_note
+
+    note = demo_note(AppSettings(BackendSettings(preset=preset, script=script)))
+    assert note.startswith('<div class="notice notice-demo"><b>Demo mode:</b> ') and words in note
+    assert demo_note(AppSettings(BackendSettings(preset="real"))) is None
+
+
+def test_settings_show_model_names_never_server_paths(tmp_path):
+    from sam3_agent.presets import BackendSettings
+    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.settings import AppSettings
+
+    folder = tmp_path / "weights" / "my_sam3"
+    info = AgentFactory(AppSettings(BackendSettings(sam3_model=str(folder), vlm_model="Qwen/Qwen3-VL-8B-Instruct")),
+                        None, load_error="x").model_info()
+    assert (info.sam3, info.vlm) == ("my_sam3 (local folder)", "Qwen/Qwen3-VL-8B-Instruct (not loaded)")
+    tiny = AgentFactory(AppSettings(BackendSettings(preset="tiny")), None).model_info()
+    assert (tiny.sam3, tiny.vlm) == ("tiny SAM 3, random weights", "tiny qwen3_vl, random weights")
+
+
+def test_app_help_answers_without_importing_gradio_or_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, app\ntry:\n    app.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('HEAVY', sorted(m for m in ('torch', 'gradio', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ASSETS.parent, capture_output=True, text=True, timeout=60)
+    assert "--preset {real,tiny}" in done.stdout and "SAM3_AGENT_PRESET" in done.stdout
+    assert done.stdout.strip().endswith("HEAVY []"), done.stdout[-300:] + done.stderr[-2000:]
 
 
 def test_correct_tab_events_share_one_serial_queue(tmp_path):
@@ -84,7 +163,7 @@ def test_correct_tab_events_share_one_serial_queue(tmp_path):
 
     settings = AppSettings(BackendSettings(preset="tiny"))
     demo = build_demo(Handlers(AgentFactory.load(settings), warn=lambda _m: None, root=tmp_path / "app"), settings)
-    names = {"click", "set_shown", "select", "relabel", "delete", "undo", "redo", "paint", "erase", "bring_in",
+    names = {"canvas", "style", "set_shown", "select", "relabel", "delete", "undo", "redo", "bring_in",
              "export_coco", "export_pngs", "export_bundle", "export_trace"}
     fns = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") in names or f.concurrency_id == "correct-edits"]
     found = {getattr(f.fn, "__name__", "") for f in fns}

@@ -24,24 +24,27 @@ def test_environment_variables_set_every_option():
         "SAM3_AGENT_MIN_PIXELS": "1000", "SAM3_AGENT_MAX_PIXELS": "2000000", "SAM3_AGENT_MAX_NEW_TOKENS": "256",
         "SAM3_AGENT_DEVICE": "cpu", "SAM3_AGENT_TINY_VLM": "qwen2_5_vl", "SAM3_AGENT_CONCURRENCY": "2",
         "SAM3_AGENT_SCRIPT_PIECE_DELAY": "0.01", "GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "7000",
-        "SAM3_AGENT_PREFIX_CACHE": "off",
+        "SAM3_AGENT_PREFIX_CACHE": "off", "SAM3_AGENT_VLM_SERVER_CONNECT_TIMEOUT": "3",
+        "SAM3_AGENT_VLM_SERVER_READ_TIMEOUT": "45.5", "SAM3_AGENT_VLM_SERVER_DEADLINE": "300",
     }
     settings, _ = parse_settings([], environ=env)
     assert settings == AppSettings(
         BackendSettings(preset="tiny", vlm_model="Qwen/Qwen2.5-VL-7B-Instruct", vlm_server="http://10.0.0.2:8000/v1",
                         vlm_server_model="qwen", sam3_model="/models/sam3", device="cpu", min_pixels=1000,
-                        max_pixels=2000000, max_new_tokens=256, tiny_vlm_kind="qwen2_5_vl", prefix_cache=False),
+                        max_pixels=2000000, max_new_tokens=256, tiny_vlm_kind="qwen2_5_vl", prefix_cache=False,
+                        vlm_server_connect_timeout=3.0, vlm_server_read_timeout=45.5, vlm_server_deadline=300.0),
         max_rounds=12, score_threshold=0.4, script_piece_delay=0.01, concurrency=2, host="0.0.0.0", port=7000,
     )
 
 
 def test_flags_win_over_environment_variables():
     env = {"SAM3_AGENT_PRESET": "real", "SAM3_AGENT_MAX_ROUNDS": "12", "SAM3_AGENT_SCRIPT": "env.json",
-           "GRADIO_SERVER_PORT": "7000"}
+           "GRADIO_SERVER_PORT": "7000", "SAM3_AGENT_VLM_SERVER_DEADLINE": "300"}
     settings, verbose = parse_settings(["--preset", "tiny", "--max-rounds", "5", "--script", "flag.json",
-                                        "--port", "7001", "-v"], environ=env)
+                                        "--port", "7001", "--vlm-server-deadline", "90", "-v"], environ=env)
     assert (settings.backend.preset, settings.max_rounds, settings.backend.script, settings.port) == (
         "tiny", 5, "flag.json", 7001)
+    assert settings.backend.vlm_server_deadline == 90.0
     assert verbose is True
 
 

@@ -22,6 +22,7 @@ from sam3_agent.types import (
     ToolStarted,
     Trace,
 )
+from sam3_agent.ui.context_view import context_panel
 from sam3_agent.ui.html import (
     ImageUrls,
     RunPage,
@@ -34,12 +35,15 @@ from sam3_agent.ui.view import (
     FinalMaskRow,
     RunView,
     StatusLine,
-    context_panel,
     final_mask_rows,
     final_status_line,
+    split_output,
     trace_round_views,
 )
 from sam3_agent.vlm.scripted import ScriptedVLM
+
+MASKS_GONE_TEXT = ("its overlay shows masks that no longer exist: at most 2 images are sent, the raw image and the "
+                   "current masks' overlay")
 
 SEGMENTER = {
     "person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9), ((350, 300, 450, 500), 0.6)],
@@ -111,13 +115,36 @@ def test_round_views_show_calls_summaries_and_overlays(recorded):
     assert all(not r.streaming and r.max_rounds == 30 for r in view.rounds)
 
 
-def test_reasoning_streams_token_by_token_into_the_live_round(recorded):
+def test_reasoning_streams_token_by_token_into_the_live_round_without_markup(recorded):
     _, snapshots, _ = recorded
-    texts = [live.reasoning for event, _, live, _ in snapshots if isinstance(event, TokenStreamed)
-             and event.round_index == 1]
-    assert texts[-1] == MAIN[0]
-    assert len(texts) == len(MAIN[0].split())  # one update per scripted piece
-    assert all(b.startswith(a) and len(b) > len(a) for a, b in itertools.pairwise(texts))
+    lives = [live for event, _, live, _ in snapshots if isinstance(event, TokenStreamed) and event.round_index == 1]
+    assert len(lives) == len(MAIN[0].split())  # one update per scripted piece
+    texts = [live.reasoning + " " + live.writing_call for live in lives]
+    assert all(b.startswith(a.strip()) and len(b) > len(a) for a, b in itertools.pairwise(texts))
+    assert lives[-1].reasoning == "find people first"
+    assert lives[-1].writing_call == '{"name": "segment_phrase", "parameters": {"text_prompt": "person"}}'
+    assert not any("<" in live.reasoning or "<" in live.writing_call for live in lives)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("<think>look</think>\n<tool>{}</tool>", ("look", "{}")),
+    ("<think>still thinking", ("still thinking", "")),
+    ("no tags at all", ("no tags at all", "")),
+    ("plan first <tool_call>{\"name\": \"x\"}", ("plan first", '{"name": "x"}')),  # Qwen's native tag, no think
+    ("<think>a</think> then b <tool>{", ("a\nthen b", "{")),
+    ("<think>a</think> a closing remark", ("a\na closing remark", "")),
+])
+def test_model_output_splits_into_reasoning_and_the_call_being_written(text, expected):
+    assert split_output(text) == expected
+
+
+def test_a_tag_still_arriving_is_held_back():
+    from sam3_agent.ui.view import LiveRound
+
+    live = LiveRound(1, 5, text="<think>look</think>\n<to")
+    assert (live.view().reasoning, live.view().writing_call) == ("look", "")
+    live.text += "ol>{"
+    assert live.view().writing_call == "{"
 
 
 def test_status_line_while_running_names_round_budget_and_activity(recorded):
@@ -221,9 +248,10 @@ def test_final_mask_list_gives_number_score_area_and_box(recorded):
         ("done", None, 2, "Done: 2 masks selected after 3 rounds."),
         ("no_mask", None, 0, "No mask: the model reported that nothing matches the query (after 3 rounds)."),
         ("max_rounds", "budget", None, "Round budget exhausted: no answer after 3 rounds."),
-        ("failed", "SAM 3 ran out of memory", None, "Failed after 3 rounds: SAM 3 ran out of memory"),
-        ("cancelled", "stopped by the user", None,
-         "Stopped after 3 rounds: stopped by the user. The trace so far is kept."),
+        ("failed", "SAM 3 ran out of memory", None, "Failed after 3 rounds: SAM 3 ran out of memory."),
+        ("cancelled", "stopped by the user", None, "Stopped after 3 rounds. The trace so far is kept."),
+        ("cancelled", "the browser session ended", None,
+         "Stopped after 3 rounds: the browser session ended. The trace so far is kept."),
     ],
 )
 def test_status_text_per_final_status(recorded, status, error, final, text):
@@ -255,12 +283,13 @@ def test_model_text_is_escaped_in_the_page(recorded):
     assert "a(&quot;&lt;b&gt;&quot;)" in html
 
 
-def test_finished_rounds_html_only_grows(recorded):
+def test_finished_rounds_are_listed_newest_first_and_rendered_once(recorded):
     view, _, _ = recorded
     page = RunPage()
     first = page.rounds_html(view.rounds[:2])
     second = page.rounds_html(view.rounds)
-    assert second.startswith(first) and second.count('<section class="round"') == 4
+    assert second.endswith(first) and second.count('<section class="round"') == 4
+    assert [int(n) for n in re.findall(r'<section class="round" data-round="(\d)"', second)] == [4, 3, 2, 1]
     assert 'data-round="1" data-finished="1000.000"' in first
 
 
@@ -278,3 +307,205 @@ def test_events_of_the_run_in_order(recorded):
     kinds = [type(e).__name__ for e, *_ in snapshots if not isinstance(e, TokenStreamed)]
     assert kinds.count("RoundStarted") == 4 and kinds[-1] == "RunFinished"
     assert sum(isinstance(e, (RoundFinished, ToolStarted, RunFinished)) for e, *_ in snapshots) == 9
+
+
+# ------------------------------------------------------------------ why dropped, collapsing, expanding
+
+
+def test_each_dropped_or_text_only_message_says_why(recorded):
+    view, _, _ = recorded
+    reasons = {e.index: e.reason for e in view.context.entries if e.reason}
+    assert reasons == {
+        2: "before the latest segment_phrase: its masks no longer exist",
+        3: "before the latest segment_phrase: its masks no longer exist",
+        5: MASKS_GONE_TEXT,
+    }
+    html = render_context(view.context, ImageUrls())
+    assert html.count('<div class="ctx-reason">Why: before the latest segment_phrase') == 2
+    assert html.count('<div class="ctx-reason">Why: its overlay shows masks that no longer exist') == 1
+
+
+def test_a_run_of_dropped_messages_collapses_into_one_line_that_says_why(recorded):
+    view, _, _ = recorded
+    html = render_context(view.context, ImageUrls())
+    run = re.search(r'<details class="ctx-run"><summary>(.*?)</summary>(.*?)</details>', html)
+    assert run.group(1) == ("2 messages dropped (#2 to #3): before the latest segment_phrase: its masks no "
+                            "longer exist")
+    assert sorted(classes_by_index(run.group(2))) == [2, 3]  # both messages are inside the collapsed run
+    assert "<details class=\"ctx-run\" open" not in html
+
+
+def test_a_long_message_shows_an_excerpt_that_expands_to_the_whole_text(recorded):
+    view, _, trace = recorded
+    html = render_context(view.context, ImageUrls())
+    system = re.search(r'data-index="0".*?<details class="ctx-text"><summary>(.*?)</summary>'
+                       r'<div class="ctx-full">(.*?)</div></details>', html, re.S)
+    assert system.group(1).endswith("...") and len(system.group(1)) < 300
+    from html import unescape
+
+    assert unescape(system.group(2)) == trace.messages[0].text
+    assert '<div class="ctx-text">' in html  # short messages are shown whole, without a toggle
+
+
+def test_the_message_list_is_a_scroll_region_the_keyboard_reaches(recorded):
+    view, _, _ = recorded
+    html = render_context(view.context, ImageUrls())
+    assert '<div class="ctx-scroll" tabindex="0" role="region" aria-label="Messages of round 4">' in html
+
+
+def test_an_older_trace_without_reasons_gets_them_from_the_policy_applied_again(recorded):
+    _, _, trace = recorded
+    record = replace(trace.rounds[3].context, reasons=None)  # as saved before the field existed
+    panel = context_panel(trace.messages, record, 4)
+    assert [(e.index, e.reason) for e in panel.entries if e.reason] == [
+        (2, "before the latest segment_phrase: its masks no longer exist"),
+        (3, "before the latest segment_phrase: its masks no longer exist"),
+        (5, MASKS_GONE_TEXT),
+    ]
+
+
+def test_an_older_trace_whose_record_the_policy_no_longer_gives_claims_no_reason(recorded):
+    _, _, trace = recorded
+    record = replace(trace.rounds[3].context, reasons=None, dropped=(2,), kept=(0, 1, 3, 4, 5, 6))
+    panel = context_panel(trace.messages, record, 4)
+    assert [(e.index, e.reason) for e in panel.entries if e.dropped] == [(2, "reason not recorded in this trace")]
+
+
+def test_reasons_survive_a_save_and_load_and_an_old_file_reads_as_not_recorded(recorded, tmp_path):
+    import json
+    import zipfile
+
+    from sam3_agent.trace_io import load_trace_zip, trace_to_zip_bytes
+
+    _, _, trace = recorded
+    data = trace_to_zip_bytes(trace)
+    assert load_trace_zip(data).rounds[3].context.reasons == trace.rounds[3].context.reasons
+    with zipfile.ZipFile(__import__("io").BytesIO(data)) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    document = json.loads(files["trace.json"])
+    for saved in document["rounds"]:
+        del saved["context"]["reasons"]
+    files["trace.json"] = json.dumps(document).encode()
+    old = tmp_path / "old.zip"
+    with zipfile.ZipFile(old, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    assert all(r.context.reasons is None for r in load_trace_zip(old.read_bytes()).rounds)
+
+
+# ------------------------------------------------------------------ rounds: mistakes, failures, timeline
+
+
+def mistake_trace():
+    """A run whose first answer has no tool call (a mistake), then a phrase that SAM 3 fails on."""
+    segmenter = KnownSegmenter(SEGMENTER, failing=["boom"])
+    main = ["I am not sure what to do.", tool("segment_phrase", "try it", text_prompt="boom")]
+    agent = Agent(ScriptedVLM(main), segmenter, AgentConfig(max_rounds=5))
+    agent_run = agent.start(photo("astronaut.jpg"), "the child")
+    view = RunView(5)
+    for event in agent_run:
+        view.apply(event, agent_run.trace.messages)
+    return view, agent_run.trace
+
+
+def test_a_model_mistake_is_shown_once_with_what_the_model_was_told():
+    view, trace = mistake_trace()
+    html = render_round(view.rounds[0], ImageUrls())
+    feedback = trace.rounds[0].result.reply.text
+    assert '<div class="mistake"><b>Model mistake: no tool call.</b> The model was told:<pre>' in html
+    from html import escape
+
+    assert html.count(escape(feedback)) == 1 and 'class="tool-reply"' not in html
+    assert view.rounds[0].reasoning == "I am not sure what to do."
+
+
+def test_after_a_failed_run_the_context_no_longer_waits_for_a_token_count():
+    view, trace = mistake_trace()
+    assert trace.status == "failed" and view.context.round_index == 2
+    assert not view.context.pending
+    assert '<span class="ctx-tokens">token count not reported</span>' in render_context(view.context, ImageUrls())
+
+
+def test_the_timeline_gives_tool_outcome_time_and_tokens_per_round(recorded):
+    from sam3_agent.ui.html import render_timeline
+    from sam3_agent.ui.view import timeline_rows
+
+    _, _, trace = recorded
+    rows = timeline_rows(trace)
+    assert [(r.index, r.tool, r.outcome, r.kind) for r in rows] == [
+        (1, "segment_phrase", "3 mask(s) for 'person'", "ok"),
+        (2, "segment_phrase", "2 mask(s) for 'child'", "ok"),
+        (3, "examine_each_mask", "kept 1 of 2 mask(s)", "ok"),
+        (4, "select_masks_and_return", "selected mask(s) 1", "answer"),
+    ]
+    html = render_timeline(rows, current=3)
+    assert html.count('<tr class="timeline-') == 4
+    assert '<tr class="timeline-ok timeline-current" data-round="3">' in html
+    assert '<button type="button" class="timeline-open" data-round="4">4</button>' in html
+
+
+def test_the_timeline_names_mistakes_and_failures():
+    from sam3_agent.ui.view import timeline_rows
+
+    _, trace = mistake_trace()
+    assert [(r.tool, r.outcome, r.kind) for r in timeline_rows(trace)] == [
+        ("-", "mistake: no tool call", "mistake"),
+        ("segment_phrase", "failed: SAM 3 model 'known' ran out of memory: use a smaller image", "failed"),
+    ]
+
+
+def test_finished_run_rounds_carry_a_button_that_opens_their_context(recorded):
+    view, _, _ = recorded
+    html = RunPage().rounds_html(view.rounds)
+    assert [int(n) for n in re.findall(r'<button class="ctx-open" data-round="(\d)"', html)] == [4, 3, 2, 1]
+
+
+def test_sentences_start_upper_case_and_end_with_a_stop():
+    from sam3_agent.ui.view import sentence
+
+    assert [sentence("add an image first"), sentence("Done."), sentence("why?"), sentence("")] == [
+        "Add an image first.", "Done.", "Why?", ""]
+
+
+def test_a_trace_missing_a_field_is_refused_in_words_without_python_class_names(recorded):
+    import io
+    import json
+    import zipfile
+
+    from sam3_agent.errors import TraceFormatError
+    from sam3_agent.trace_io import load_trace_zip, trace_to_zip_bytes
+
+    _, _, trace = recorded
+    source = zipfile.ZipFile(io.BytesIO(trace_to_zip_bytes(trace)))
+    damaged = io.BytesIO()
+    with zipfile.ZipFile(damaged, "w") as target:
+        for name in source.namelist():
+            content = source.read(name)
+            if name == "trace.json":
+                document = json.loads(content)
+                del document["rounds"]
+                content = json.dumps(document).encode()
+            target.writestr(name, content)
+    with pytest.raises(TraceFormatError) as raised:
+        load_trace_zip(damaged.getvalue())
+    assert str(raised.value) == "the trace is malformed: the field 'rounds' is missing"
+    assert "KeyError" not in str(raised.value)
+
+
+def test_low_level_errors_read_as_words():
+    from sam3_agent.errors import what_went_wrong
+
+    assert what_went_wrong(KeyError("rounds")) == "the field 'rounds' is missing"
+    assert what_went_wrong(TypeError("'int' object is not iterable")) == "'int' object is not iterable"
+    assert what_went_wrong(IndexError("list index out of range")) == (
+        "a list is shorter than expected (list index out of range)")
+
+
+def test_the_timeline_says_which_token_counts_are_unknown():
+    from sam3_agent.ui.html import render_timeline
+    from sam3_agent.ui.view import TimelineRow
+
+    html = render_timeline([TimelineRow(1, "segment_phrase", "2 mask(s) for 'cup'", "ok", 1.25, None, 15),
+                            TimelineRow(2, "-", "mistake: no tool call", "mistake", 0.5, 812, None)])
+    assert "<td>1.2 s</td><td>- / 15</td>" in html and "<td>812 / -</td>" in html
+    assert '<tr class="timeline-mistake" data-round="2">' in html

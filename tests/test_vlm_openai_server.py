@@ -1,4 +1,4 @@
-"""OpenAIServerVLM against a real local HTTP server that speaks the streaming chat-completions protocol."""
+"""OpenAIServerVLM against a real local HTTP server: request shape, streaming, reasoning, images sent."""
 
 from __future__ import annotations
 
@@ -8,105 +8,21 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
+from fake_server import FakeServer, chunk, usage_chunk
 from PIL import Image
 
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.types import Generation, ImagePart, Message, TextPart, images_equal
 from sam3_agent.vlm.base import generate
-from sam3_agent.vlm.openai_server import OpenAIServerVLM
+from sam3_agent.vlm.image_fit import DEFAULT_MAX_PIXELS
+from sam3_agent.vlm.openai_server import OpenAIServerVLM, ServerTimeouts
+from sam3_agent.vlm.server_stream import RetryPolicy
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-
-
-def chunk(content: str | None = None, finish: str | None = None, **delta_extra: Any) -> dict[str, Any]:
-    delta: dict[str, Any] = dict(delta_extra)
-    if content is not None:
-        delta["content"] = content
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
-
-
-def usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
-    return {"id": "c1", "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                                 "total_tokens": prompt + completion}}
-
-
-class FakeServer:
-    """A chat-completions server on 127.0.0.1 whose answer each test sets with ``reply``."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.release = threading.Event()  # lets a stalled answer finish at teardown
-        self.reply: Callable[[BaseHTTPRequestHandler], None] = lambda h: None
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # keep pytest output clean
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                server.bodies.append(json.loads(self.rfile.read(length)))
-                server.headers.append(dict(self.headers))
-                server.path = self.path
-                server.reply(self)
-                self.close_connection = True  # one request per connection: no keep-alive wait
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stream_chunks(self, chunks: list[dict[str, Any]], *, done: bool = True, stall_after: int | None = None):
-        """Answer with these SSE chunks (then ``[DONE]``); optionally stall after ``stall_after`` chunks."""
-
-        def send(handler: BaseHTTPRequestHandler, event: bytes) -> None:
-            # HTTP/1.1 chunked transfer encoding, as uvicorn (vLLM, SGLang) streams
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-            handler.wfile.flush()
-
-        def reply(handler: BaseHTTPRequestHandler) -> None:
-            handler.send_response(200)
-            handler.send_header("Content-Type", "text/event-stream")
-            handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
-            try:
-                for i, item in enumerate(chunks):
-                    if stall_after is not None and i == stall_after:
-                        self.release.wait(10)
-                    send(handler, b"data: " + json.dumps(item).encode() + b"\r\n\r\n")
-                if done:
-                    send(handler, b"data: [DONE]\r\n\r\n")
-                send(handler, b"")  # last chunk
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        self.reply = reply
-
-    def error(self, status: int, text: str) -> None:
-        def reply(handler: BaseHTTPRequestHandler) -> None:
-            payload = text.encode()
-            handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(payload)))
-            handler.end_headers()
-            handler.wfile.write(payload)
-
-        self.reply = reply
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+QUICK = RetryPolicy(retries=2, backoff=0.01)  # retries are not what these tests are about
 
 
 @pytest.fixture()
@@ -129,12 +45,19 @@ def conversation(image: Image.Image) -> list[Message]:
     ]
 
 
-def test_request_body_carries_model_messages_and_lossless_image(server, coffee):
-    server.stream_chunks([chunk("ok", "stop")])
-    vlm = OpenAIServerVLM(server.url, "Qwen/Qwen3-VL-8B-Instruct", api_key="sk-test", max_new_tokens=77)
-    generate(vlm, conversation(coffee))
+def decoded(url: str) -> Image.Image:
+    header, data = url.split(",", 1)
+    return Image.open(io.BytesIO(base64.b64decode(data)))
 
-    assert server.path == "/v1/chat/completions"
+
+def test_request_body_carries_model_messages_and_images(server, coffee):
+    server.answer(server.events([chunk("ok", "stop")]))
+    vlm = OpenAIServerVLM(server.url, "Qwen/Qwen3-VL-8B-Instruct", api_key="sk-test", max_new_tokens=77)
+    overlay = coffee.copy()
+    messages = conversation(coffee) + [Message("user", (TextPart("masks"), ImagePart(overlay, "round1_overlay")))]
+    generate(vlm, messages)
+
+    assert server.paths == ["/v1/chat/completions"]
     body = server.bodies[0]
     assert body["model"] == "Qwen/Qwen3-VL-8B-Instruct"
     assert body["stream"] is True
@@ -143,26 +66,58 @@ def test_request_body_carries_model_messages_and_lossless_image(server, coffee):
     assert body["max_tokens"] == 77
     assert body["messages"][0] == {"role": "system", "content": "You segment things."}
     user = body["messages"][1]
-    assert user["role"] == "user"
     assert [item["type"] for item in user["content"]] == ["image_url", "text"]
     assert user["content"][1] == {"type": "text", "text": "the cup on the left"}
-    url = user["content"][0]["image_url"]["url"]
-    prefix = "data:image/png;base64,"
-    assert url.startswith(prefix)
-    decoded = Image.open(io.BytesIO(base64.b64decode(url[len(prefix):])))
-    assert decoded.format == "PNG"
-    assert images_equal(decoded.convert("RGB"), coffee)
-    assert server.headers[0]["Authorization"] == "Bearer sk-test"
+    photo_url = user["content"][0]["image_url"]["url"]
+    assert photo_url.startswith("data:image/jpeg;base64,")  # the photo as JPEG, at its size (within the bounds)
+    assert decoded(photo_url).format == "JPEG" and decoded(photo_url).size == coffee.size
+    overlay_url = body["messages"][2]["content"][1]["image_url"]["url"]
+    assert overlay_url.startswith("data:image/png;base64,")  # rendered views stay exact
+    assert images_equal(decoded(overlay_url).convert("RGB"), overlay)
+    headers = server.headers[0]
+    assert headers["Authorization"] == "Bearer sk-test" and headers["Accept-Encoding"] == "identity"
+
+
+def test_a_12_megapixel_photo_is_sent_within_the_pixel_budget(server):
+    from conftest import photo
+
+    big = photo("astronaut.jpg").resize((4000, 3000))
+    server.answer(server.events([chunk("ok", "stop")]))
+    view = big.copy()
+    messages = [Message("system", (TextPart("verify"),)),
+                Message("user", (ImagePart(big, "raw"), ImagePart(view, "round2_mask1_view"),
+                                 ImagePart(big.crop((0, 0, 4000, 300)), "round2_mask1_zoom"), TextPart("mask 1?")))]
+    generate(OpenAIServerVLM(server.url, "m"), messages)
+    images = [decoded(item["image_url"]["url"]) for item in server.bodies[0]["messages"][1]["content"][:3]]
+    assert [im.format for im in images] == ["JPEG", "PNG", "PNG"]
+    assert all(im.width * im.height <= DEFAULT_MAX_PIXELS for im in images)
+    assert images[0].size == (1156, 867)  # 4000 x 3000 scaled into 1,003,520 px, aspect kept
+    # before: three full-resolution PNGs, about 36 MB; now a few MB (the measured size is in the issue note)
+    assert len(json.dumps(server.bodies[0])) < 6_000_000
+
+
+def test_the_photo_is_encoded_once_for_every_request_of_a_run(server, coffee, monkeypatch):
+    import sam3_agent.vlm.openai_server as module
+
+    calls = []
+    original = module.image_data_url
+    monkeypatch.setattr(module, "image_data_url", lambda image, kind="PNG": calls.append(kind) or original(image, kind))
+    server.answer(server.events([chunk("ok", "stop")]))
+    vlm = OpenAIServerVLM(server.url, "m")
+    generate(vlm, conversation(coffee))
+    generate(vlm, conversation(coffee))
+    assert calls == ["JPEG"]
+    assert server.bodies[0]["messages"] == server.bodies[1]["messages"]
 
 
 def test_streamed_pieces_and_final_generation_with_usage(server, coffee):
-    server.stream_chunks([
+    server.answer(server.events([
         chunk("", None, role="assistant"),
         chunk("<tool>"),
         chunk('{"name": "report_no_mask"}'),
         chunk("</tool>", "stop"),
         usage_chunk(1234, 17),
-    ])
+    ]))
     vlm = OpenAIServerVLM(server.url + "/", "m")  # a trailing slash is tolerated
     items = list(vlm.stream(conversation(coffee), max_new_tokens=50))
 
@@ -172,85 +127,66 @@ def test_streamed_pieces_and_final_generation_with_usage(server, coffee):
 
 
 def test_usage_missing_leaves_token_counts_unknown(server, coffee):
-    server.stream_chunks([chunk("hello", "stop")])
+    server.answer(server.events([chunk("hello", "stop")]))
     result = generate(OpenAIServerVLM(server.url, "m"), conversation(coffee))
     assert result == Generation("hello", "stop", None, None)
 
 
-def test_reasoning_content_is_used_and_closed_with_think_end_tag(server, coffee):
-    server.stream_chunks([
+def test_reasoning_content_is_used_closed_with_think_end_tag_and_marked(server, coffee):
+    server.answer(server.events([
         chunk(None, None, reasoning_content="The cup is "),
         chunk(None, None, reasoning_content="on the left.\n"),
         chunk("\n\n<tool>x</tool>", "stop"),
-    ])
+    ]))
     items = list(OpenAIServerVLM(server.url, "m").stream(conversation(coffee)))
     assert items[:-1] == ["The cup is ", "on the left.\n", "</think>\n\n<tool>x</tool>"]
-    assert items[-1].text == "The cup is on the left.\n</think>\n\n<tool>x</tool>"
+    assert items[-1] == Generation("The cup is on the left.\n</think>\n\n<tool>x</tool>", "stop", None, None, True)
 
 
 def test_reasoning_field_name_of_newer_servers_is_used_too(server, coffee):
-    server.stream_chunks([chunk("", None, reasoning="thinking"), chunk(None, "length", reasoning=" more")])
+    server.answer(server.events([chunk("", None, reasoning="thinking"), chunk(None, "length", reasoning=" more")]))
     result = generate(OpenAIServerVLM(server.url, "m"), conversation(coffee))
-    assert result == Generation("thinking more", "length", None, None)
+    assert result == Generation("thinking more", "length", None, None, starts_in_reasoning=True)
+
+
+def test_both_reasoning_field_names_in_one_chunk_are_not_doubled(server, coffee):
+    server.answer(server.events([chunk("ok", "stop", reasoning_content="why", reasoning="why")]))
+    assert generate(OpenAIServerVLM(server.url, "m"), conversation(coffee)).text == "why</think>ok"
+
+
+def test_answer_without_reasoning_fields_is_not_marked(server, coffee):
+    server.answer(server.events([chunk("<think>a</think><tool>x</tool>", "stop")]))
+    assert not generate(OpenAIServerVLM(server.url, "m"), conversation(coffee)).starts_in_reasoning
 
 
 def test_reasoning_and_content_in_one_chunk_are_both_kept(server, coffee):
-    server.stream_chunks([chunk("answer", "stop", reasoning_content="why\n")])
+    server.answer(server.events([chunk("answer", "stop", reasoning_content="why\n")]))
     result = generate(OpenAIServerVLM(server.url, "m"), conversation(coffee))
     assert result.text == "why\n</think>answer"
 
 
 def test_finish_reason_length_is_reported_as_length(server, coffee):
-    server.stream_chunks([chunk("partial "), chunk("answer", "length"), usage_chunk(10, 2)])
+    server.answer(server.events([chunk("partial "), chunk("answer", "length"), usage_chunk(10, 2)]))
     result = generate(OpenAIServerVLM(server.url, "m"), conversation(coffee), max_new_tokens=2)
     assert result == Generation("partial answer", "length", 10, 2)
 
 
-def test_http_500_raises_backend_error_with_url_model_and_body(server, coffee):
-    server.error(500, '{"error": "CUDA out of memory while allocating"}')
-    vlm = OpenAIServerVLM(server.url, "qwen-vl")
-    with pytest.raises(BackendError) as info:
-        generate(vlm, conversation(coffee))
-    message = str(info.value)
-    assert server.url in message
-    assert "qwen-vl" in message
-    assert "HTTP 500" in message
-    assert "CUDA out of memory while allocating" in message
-
-
-def test_http_404_hints_at_the_base_url(server, coffee):
-    server.error(404, "Not Found")
-    with pytest.raises(BackendError, match=r"HTTP 404.*check the base URL"):
-        generate(OpenAIServerVLM(server.url, "m"), conversation(coffee))
-
-
-def test_error_inside_the_stream_raises_backend_error(server, coffee):
-    server.stream_chunks([chunk("a"), {"error": {"message": "engine died"}}])
-    with pytest.raises(BackendError, match="engine died"):
-        generate(OpenAIServerVLM(server.url, "m"), conversation(coffee))
-
-
-def test_stream_ending_without_finish_reason_raises_backend_error(server, coffee):
-    server.stream_chunks([chunk("a")], done=False)
-    with pytest.raises(BackendError, match="without a finish reason"):
-        generate(OpenAIServerVLM(server.url, "m"), conversation(coffee))
-
-
-def test_closed_port_raises_backend_error_naming_url_and_model(coffee):
+def test_closed_port_raises_backend_error_naming_url_model_and_how_to_start_it(coffee):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    vlm = OpenAIServerVLM(url, "Qwen/Qwen3-VL-8B-Instruct", timeout=5)
+    vlm = OpenAIServerVLM(url, "Qwen/Qwen3-VL-8B-Instruct", timeouts=ServerTimeouts(connect=5), retry=QUICK)
     with pytest.raises(BackendError) as info:
         generate(vlm, conversation(coffee))
     message = str(info.value)
-    assert f"cannot reach the VLM server at {url} (model Qwen/Qwen3-VL-8B-Instruct)" in message
-    assert "vllm serve Qwen/Qwen3-VL-8B-Instruct" in message
+    assert message.startswith(f"cannot reach the VLM server at {url} (model Qwen/Qwen3-VL-8B-Instruct) after 3 attempt(s)")
+    assert "Connection refused" in message and "vllm serve Qwen/Qwen3-VL-8B-Instruct" in message
+    assert "Error" not in message  # no exception class names
 
 
 def test_stop_event_cancels_a_stalled_stream_promptly(server, coffee):
-    server.stream_chunks([chunk("first "), chunk("never", "stop")], stall_after=1)
+    server.answer(server.events([chunk("first "), chunk("never", "stop")], stall_after=1))
     stop = threading.Event()
     stream = OpenAIServerVLM(server.url, "m").stream(conversation(coffee), stop=stop)
     assert next(stream) == "first "
@@ -289,3 +225,13 @@ def test_text_only_messages_are_sent_as_strings_and_multi_part_as_lists():
 def test_base_url_without_scheme_is_refused():
     with pytest.raises(InputError, match="http://"):
         OpenAIServerVLM("127.0.0.1:8000/v1", "m")
+
+
+def test_timeouts_come_from_flags_then_environment_then_defaults():
+    env = {"SAM3_AGENT_VLM_SERVER_READ_TIMEOUT": "30", "SAM3_AGENT_VLM_SERVER_DEADLINE": "90"}
+    assert ServerTimeouts.resolve(deadline=45, environ=env) == ServerTimeouts(connect=10.0, read=30.0, deadline=45.0)
+    assert ServerTimeouts.resolve(environ={}) == ServerTimeouts(10.0, 120.0, 600.0)
+    with pytest.raises(InputError, match="SAM3_AGENT_VLM_SERVER_CONNECT_TIMEOUT='soon' is not a number"):
+        ServerTimeouts.resolve(environ={"SAM3_AGENT_VLM_SERVER_CONNECT_TIMEOUT": "soon"})
+    with pytest.raises(InputError, match="deadline timeout must be a positive number"):
+        ServerTimeouts(deadline=0)

@@ -13,20 +13,22 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
+from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError, InputError
-from sam3_agent.tiny.qwen import MARKER_FILE, build_tiny_qwen
+from sam3_agent.tiny.qwen import BUILD_VERSION, MARKER_FILE, build_tiny_qwen
 from sam3_agent.types import Generation, ImagePart, Message, TextPart
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.transformers_qwen import DEFAULT_VLM_MODEL, TransformersQwenVLM, to_chat
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
-# coffee.jpg is 600x400. Tiny processors keep at most 128*128 px: Qwen3-VL (32 px per image token)
-# resizes it to 128x96 -> 4x3 = 12 tokens; Qwen2.5-VL (28 px per token) to 140x84 -> 5x3 = 15 tokens.
-# With max_pixels=256*256 Qwen3-VL resizes it to 288x192 -> 9x6 = 54 tokens.
-QWEN3_COFFEE_IMAGE_TOKENS = 12
+# coffee.jpg is 600x400. The tiny processors have the released pixel bounds, tightened to the defaults
+# (at most 1280*28*28 px): Qwen3-VL (32 px per image token) resizes it to 608x384 -> 19x12 = 228 tokens;
+# Qwen2.5-VL (28 px per token) to 588x392 -> 21x14 = 294 tokens. With max_pixels=256*256 Qwen3-VL resizes
+# it to 288x192 -> 9x6 = 54 tokens.
+QWEN3_COFFEE_IMAGE_TOKENS = 228
 QWEN3_COFFEE_IMAGE_TOKENS_256 = 54
-QWEN25_COFFEE_IMAGE_TOKENS = 15
+QWEN25_COFFEE_IMAGE_TOKENS = 294
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def qwen3(tiny_dirs) -> TransformersQwenVLM:
-    return TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_new_tokens=12)
+    return TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_new_tokens=12, sampling=GREEDY)
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +93,11 @@ def test_prompt_tokens_count_text_and_bounded_image_tokens(tiny_dirs, qwen3, cof
     assert image_token_count(qwen3, messages) == QWEN3_COFFEE_IMAGE_TOKENS
     assert generate(qwen3, messages).prompt_tokens == expected
 
-    larger = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_pixels=256 * 256)
-    assert larger.image_size == {"shortest_edge": 32 * 32, "longest_edge": 256 * 256}
-    assert image_token_count(larger, messages) == QWEN3_COFFEE_IMAGE_TOKENS_256
-    grown = generate(larger, messages, max_new_tokens=1).prompt_tokens
-    assert grown == expected + QWEN3_COFFEE_IMAGE_TOKENS_256 - QWEN3_COFFEE_IMAGE_TOKENS
+    smaller = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), max_pixels=256 * 256)
+    assert smaller.image_size == {"shortest_edge": 256 * 256, "longest_edge": 256 * 256}
+    assert image_token_count(smaller, messages) == QWEN3_COFFEE_IMAGE_TOKENS_256
+    shrunk = generate(smaller, messages, max_new_tokens=1).prompt_tokens
+    assert shrunk == expected + QWEN3_COFFEE_IMAGE_TOKENS_256 - QWEN3_COFFEE_IMAGE_TOKENS
 
 
 def test_max_new_tokens_reached_gives_finish_reason_length(qwen3, coffee):
@@ -105,7 +107,7 @@ def test_max_new_tokens_reached_gives_finish_reason_length(qwen3, coffee):
 
 
 def test_end_of_turn_token_gives_finish_reason_stop(tiny_dirs, coffee):
-    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]))
+    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]), sampling=GREEDY)
     # all logits equal -> greedy picks the lowest id, 0 = <|endoftext|>, one of the model's end tokens
     with torch.no_grad():
         vlm.model.lm_head.weight.zero_()
@@ -152,6 +154,30 @@ def test_thinking_template_opens_think_and_keeps_think_tags(tiny_dirs, coffee):
     assert tokenizer.decode(ids, skip_special_tokens=True) == "<think>cup</think><tool_call>x</tool_call>"
     instruct = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl"]))
     assert instruct.render_prompt(conversation(coffee)).endswith("<|im_start|>assistant\n")
+
+
+def test_generations_of_a_thinking_template_are_marked_as_starting_in_reasoning(tiny_dirs, qwen3, coffee):
+    thinking = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen3_vl_thinking"]), max_new_tokens=3)
+    assert thinking.starts_in_reasoning and not qwen3.starts_in_reasoning
+    assert generate(thinking, conversation(coffee)).starts_in_reasoning
+    assert [g.starts_in_reasoning for g in thinking.generate_batch([conversation(coffee)] * 2)] == [True, True]
+    assert not generate(qwen3, conversation(coffee), max_new_tokens=3).starts_in_reasoning
+
+
+def test_image_limits_come_from_the_processor_and_its_pixel_bounds(tiny_dirs, qwen3):
+    qwen25 = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen2_5_vl"]))
+    assert qwen3.image_limits.token_side == 32 and qwen25.image_limits.token_side == 28
+    assert (qwen3.image_limits.min_pixels, qwen3.image_limits.max_pixels) == (
+        qwen3.image_size["shortest_edge"], qwen3.image_size["longest_edge"])
+
+
+@pytest.mark.parametrize("size", [(3000, 12), (12, 3000)])
+def test_strip_the_processor_refuses_is_padded_and_answered(qwen3, coffee, size):
+    strip = coffee.resize(size)
+    with pytest.raises(ValueError, match="aspect ratio"):  # the processor alone refuses it
+        qwen3.processor.image_processor(images=[strip], return_tensors="pt")
+    result = generate(qwen3, conversation(strip), max_new_tokens=3)
+    assert result.finish_reason in ("stop", "length") and result.prompt_tokens > 0
 
 
 def test_rendered_prompt_has_turns_and_one_placeholder_per_image(qwen3, coffee):
@@ -272,7 +298,7 @@ def test_tiny_build_is_skipped_when_complete(tiny_dirs):
     before = weights.stat().st_mtime_ns
     assert build_tiny_qwen(folder, kind="qwen3_vl") == folder
     assert weights.stat().st_mtime_ns == before
-    assert (folder / MARKER_FILE).read_text().startswith("sam3_agent tiny qwen v1")
+    assert (folder / MARKER_FILE).read_text().startswith(BUILD_VERSION)
 
 
 def test_tiny_build_is_seeded_and_rebuilt_when_arguments_change(tiny_dirs, tmp_path):
@@ -287,21 +313,3 @@ def test_tiny_build_is_seeded_and_rebuilt_when_arguments_change(tiny_dirs, tmp_p
     other = load_file(str(again / "model.safetensors"))
     assert not torch.equal(reference["lm_head.weight"], other["lm_head.weight"])
     assert (again / MARKER_FILE).read_text().endswith("seed=1\n")
-
-
-def test_tiny_tokenizer_has_qwen_special_tokens_and_im_end_as_eos(qwen3):
-    tokenizer = qwen3.processor.tokenizer
-    assert tokenizer.eos_token == "<|im_end|>"
-    assert tokenizer.pad_token == "<|endoftext|>"
-    added = {t.content: t.special for t in tokenizer.added_tokens_decoder.values()}
-    assert added == {
-        "<|endoftext|>": True, "<|im_start|>": True, "<|im_end|>": True, "<|vision_start|>": True,
-        "<|vision_end|>": True, "<|image_pad|>": True, "<|video_pad|>": True,
-        "<think>": False, "</think>": False, "<tool_call>": False, "</tool_call>": False,
-    }
-    config = qwen3.model.config
-    assert config.image_token_id == tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    assert config.vision_start_token_id == tokenizer.convert_tokens_to_ids("<|vision_start|>")
-    assert qwen3.model.generation_config.eos_token_id == [
-        tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    ]

@@ -125,8 +125,15 @@ class ScriptedOverModel:
         return [self._scripted(text, g) for text, g in zip(texts, real)]
 
 
+# (x, y) radii of each ellipse as fractions of its grid cell: shapes from round to flat and tall, so each mask's zoom
+# view (cropped around the mask, drawn 384 px high) has another aspect and token count (on the 512 px astronaut
+# with Qwen3-VL's processor: 192, 78, 72, 84, 144 and 204 tokens) and the batched verification rows are padded.
+ELLIPSE_RADII = ((0.40, 0.40), (0.08, 0.42), (0.45, 0.06), (0.20, 0.45), (0.45, 0.15), (0.12, 0.12))
+
+
 def fixed_masks(width: int, height: int, count: int = 6) -> Masks:
-    """``count`` disjoint ellipses on a 3-column grid over the image, scores 0.95 down by 0.05.
+    """``count`` disjoint ellipses of different shapes (``ELLIPSE_RADII``, repeated) on a 3-column grid over the
+    image, scores 0.95 down by 0.05.
 
     Returns:
         Masks bool (count, height, width); scores float32 (count,); boxes float32 (count, 4) xyxy pixels.
@@ -139,8 +146,8 @@ def fixed_masks(width: int, height: int, count: int = 6) -> Masks:
     cell_w, cell_h = width / columns, height / rows
     for i in range(count):
         cx, cy = (i % columns + 0.5) * cell_w, (i // columns + 0.5) * cell_h
-        rx, ry = 0.35 * cell_w, 0.35 * cell_h
-        masks[i] = ((xx - cx) / rx) ** 2 + ((yy - cy) / ry) ** 2 <= 1.0
+        fx, fy = ELLIPSE_RADII[i % len(ELLIPSE_RADII)]
+        masks[i] = ((xx - cx) / (fx * cell_w)) ** 2 + ((yy - cy) / (fy * cell_h)) ** 2 <= 1.0
         ys, xs = np.nonzero(masks[i])
         boxes[i] = (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
     scores = np.round(0.95 - 0.05 * np.arange(count), 2).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Measure one scripted agent run per mode and format the comparison table."""
+"""Measure one scripted agent run per mode and format the comparison table (``checks`` compares the modes)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 from PIL import Image
 
@@ -121,6 +120,7 @@ class ModeResult:
     trace: Trace | None = None
     output_ids: list[tuple[int, ...]] = field(default_factory=list)
     peak_rss: int = 0
+    vlm_seconds: float = 0.0
 
     def total(self) -> PhaseResult:
         total = PhaseResult("total", wall=self.wall)
@@ -203,6 +203,7 @@ def run_mode(setup: Setup, image: Image.Image, prompts: Prompts, decode_steps: i
     result.peak_rss = whole.peak
     result.trace = run.trace
     result.output_ids = setup.vlm.output_ids()
+    result.vlm_seconds = main.seconds + verifier.seconds
     return result
 
 
@@ -210,7 +211,8 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.0f}"
 
 
-def _ratio(naive: float, optimised: float) -> str:
+def ratio_text(naive: float, optimised: float) -> str:
+    """``naive / optimised`` as ``"2.32x"`` (``"="`` for 0/0, ``"inf"`` for x/0)."""
     return f"{naive / optimised:.2f}x" if optimised > 0 else ("=" if naive == 0 else "inf")
 
 
@@ -229,56 +231,8 @@ def format_table(naive: ModeResult, optimised: ModeResult) -> str:
                 f"{p.vlm_calls:>9} {p.sam3_encodes:>8} {p.overhead:>11.3f} {_mb(p.peak_rss):>11}"
             )
         lines.append(
-            f"{'':<10} {'ratio':<9} {_ratio(a.wall, b.wall):>8} {_ratio(a.prefill_tokens, b.prefill_tokens):>12} "
-            f"{_ratio(a.vlm_calls, b.vlm_calls):>9} {_ratio(a.sam3_encodes, b.sam3_encodes):>8} "
-            f"{_ratio(a.overhead, b.overhead):>11} {'':>11}"
+            f"{'':<10} {'ratio':<9} {ratio_text(a.wall, b.wall):>8} {ratio_text(a.prefill_tokens, b.prefill_tokens):>12} "
+            f"{ratio_text(a.vlm_calls, b.vlm_calls):>9} {ratio_text(a.sam3_encodes, b.sam3_encodes):>8} "
+            f"{ratio_text(a.overhead, b.overhead):>11} {'':>11}"
         )
     return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class Checks:
-    """Outcome checks between the two modes and the speed targets."""
-
-    same_verdicts: bool
-    same_final_masks: bool
-    same_token_ids: bool
-    encodes: tuple[int, int]
-    prefill_fraction: float
-    verification_speedup: float
-    total_speedup: float
-
-    def lines(self) -> list[str]:
-        yes = {True: "yes", False: "NO"}
-        return [
-            f"identical outputs: verdicts {yes[self.same_verdicts]}, final masks {yes[self.same_final_masks]}, "
-            f"generated token ids {yes[self.same_token_ids]}",
-            f"SAM 3 image encodes: naive {self.encodes[0]}, optimised {self.encodes[1]} "
-            f"(target 2 -> 1: {yes[self.encodes == (2, 1)]})",
-            f"VLM prefill tokens computed, optimised / naive: {self.prefill_fraction:.1%} "
-            f"(target <= 40%: {yes[self.prefill_fraction <= 0.40]})",
-            f"verification (examine_each_mask tool) speed-up: {self.verification_speedup:.2f}x "
-            f"(target >= 2x: {yes[self.verification_speedup >= 2.0]})",
-            f"total wall-time speed-up: {self.total_speedup:.2f}x (target >= 2x: {yes[self.total_speedup >= 2.0]})",
-        ]
-
-
-def compare(naive: ModeResult, optimised: ModeResult, every_run: Sequence[ModeResult] = ()) -> Checks:
-    """Equality of outcomes (between the two modes and across ``every_run``) and the ratios the targets are about."""
-    masks_a = naive.trace.final_masks if naive.trace is not None else None
-    masks_b = optimised.trace.final_masks if optimised.trace is not None else None
-    same_masks = masks_a is not None and masks_b is not None and np.array_equal(masks_a.masks, masks_b.masks)
-    examine = PHASES.index("examine")
-    runs = list(every_run) or [naive, optimised]
-    return Checks(
-        same_verdicts=all(r.verdicts() == naive.verdicts() for r in runs) and len(naive.verdicts()) == len(VERDICTS),
-        same_final_masks=same_masks and all(
-            r.trace is not None and r.trace.final_masks is not None
-            and np.array_equal(r.trace.final_masks.masks, masks_a.masks) for r in runs
-        ),
-        same_token_ids=all(r.output_ids == naive.output_ids for r in runs) and len(naive.output_ids) > 0,
-        encodes=(naive.total().sam3_encodes, optimised.total().sam3_encodes),
-        prefill_fraction=optimised.total().prefill_tokens / max(1, naive.total().prefill_tokens),
-        verification_speedup=naive.phases[examine].tool / max(1e-9, optimised.phases[examine].tool),
-        total_speedup=naive.wall / max(1e-9, optimised.wall),
-    )

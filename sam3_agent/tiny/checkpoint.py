@@ -68,3 +68,29 @@ def seeded_model(build: Callable[[], Any], seed: int) -> Any:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return build().eval()
+
+
+def redraw_by_fan_in(model: Any, generator: Any) -> None:
+    """Redraw ``model``'s weights in module order: linear and convolution weights with std 1/sqrt(fan_in), their
+    biases 0, embeddings with std 1; norms untouched.
+
+    ``transformers``' own init (std 0.02 everywhere) leaves a random network's activations tiny, so its output
+    hardly depends on its input (a tiny Qwen wrote the same tokens for most prompts; a tiny SAM 3's mask logits
+    were ~1e-4, every pixel a coin flip). Fan-in scaling keeps activations O(1): outputs follow the input.
+    """
+    import math
+
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose2d)):
+                weight = module.weight
+                # a transposed convolution (kernel == stride here) feeds each output from in_channels inputs
+                fan_in = int(weight.shape[0]) if isinstance(module, nn.ConvTranspose2d) else int(weight[0].numel())
+                weight.copy_(torch.randn(weight.shape, generator=generator) * (1.0 / math.sqrt(fan_in)))
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.Embedding):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator))

@@ -1,10 +1,22 @@
 """Tiny random-weight Qwen2.5-VL / Qwen3-VL checkpoints for offline tests and demos.
 
 ``build_tiny_qwen`` writes a folder that ``TransformersQwenVLM.from_pretrained`` (and plain
-``AutoModelForImageTextToText`` / ``AutoProcessor``) load exactly like a real checkpoint: the real
-architecture classes with shrunken sizes, a byte-level BPE tokenizer trained here on a little text,
-Qwen's special tokens, our own chat template, and a small image-pixel budget so images cost few
-tokens. Nothing is downloaded.
+``AutoModelForImageTextToText`` / ``AutoProcessor``) load exactly like a real checkpoint. What is real, so
+that what the tests render, encode and decode is what the released models get:
+
+- the architecture classes (shrunken sizes: hidden 32, 2 layers);
+- the chat templates (``tiny.templates``: Qwen3-VL-8B-Instruct, Qwen3-VL-8B-Thinking, Qwen2.5-VL-7B-Instruct);
+- Qwen's added tokens, in Qwen's order and with Qwen's special flags (``QWEN_ADDED_TOKENS``); the ids follow
+  a byte-level BPE of 600 tokens trained here (the ``small`` preset has Qwen's real vocabulary and ids);
+- the image processors' settings (``preprocessor_config.json``): Qwen3-VL-8B-Instruct: 16 px patches merged
+  2 x 2, mean/std 0.5, pixel bounds 65,536..16,777,216; Qwen2.5-VL-7B-Instruct: 14 px patches merged 2 x 2,
+  CLIP mean/std, min_pixels 3,136, max_pixels 12,845,056 (FACTS.md "Real model configurations");
+- the generation configs (``generation_config.json``, see ``real_generation_config``).
+
+The weights are random, drawn with std 1/sqrt(fan_in) (``checkpoint.redraw_by_fan_in``) and, in Qwen3-VL, a
+gain of ``QK_NORM_GAIN`` on its query/key norms, so that the output depends on the input (with
+``transformers``' default init most prompts gave the same tokens, and a test comparing two decoders could not
+tell a right one from a wrong one). Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -14,31 +26,60 @@ from pathlib import Path
 from typing import Literal
 
 
-from .checkpoint import is_built, save_model_and_processor, seeded_model, write_checkpoint
+from .checkpoint import is_built, redraw_by_fan_in, save_model_and_processor, seeded_model, write_checkpoint
+from .templates import Variant, chat_template
 
 logger = logging.getLogger(__name__)
 
-BUILD_VERSION = "sam3_agent tiny qwen v1"
+BUILD_VERSION = "sam3_agent tiny qwen v2"
 MARKER_FILE = "TINY_BUILD"
 
-# Image-pixel budget of the tiny processors (pixels after resizing). An image token covers 32*32 px
-# in Qwen3-VL (16 px patches merged 2x2) and 28*28 px in Qwen2.5-VL, so an image costs at most
-# 16 (Qwen3-VL) or 20 (Qwen2.5-VL) tokens, and at least one.
-TINY_MIN_PIXELS = 32 * 32
-TINY_MAX_PIXELS = 128 * 128
+# The released processors' pixel bounds (pixels after resizing); TransformersQwenVLM tightens them to its
+# defaults (DEFAULT_MIN_PIXELS..DEFAULT_MAX_PIXELS) unless asked otherwise, as it does for the real models.
+QWEN3_VL_MIN_PIXELS = 65_536
+QWEN3_VL_MAX_PIXELS = 16_777_216
+QWEN2_5_VL_MIN_PIXELS = 3_136
+QWEN2_5_VL_MAX_PIXELS = 12_845_056
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # Qwen2.5-VL's image_mean / image_std (OpenAI CLIP's)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
-# Tokens with a fixed role in Qwen's vocabulary. ``special=True`` ones are dropped by
-# ``skip_special_tokens``; the others are added tokens kept in decoded text, as in real Qwen3.
-SPECIAL_TOKENS = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
+# Qwen2.5/Qwen3's added tokens in id order (the order of Qwen's tokenizer_config.json, from id 151643 in the
+# real vocabulary); ``True`` marks the special ones (dropped by skip_special_tokens); <tool_call>, <think>...
+# stay in decoded text.
+QWEN_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
 )
-NON_SPECIAL_ADDED_TOKENS = ("<think>", "</think>", "<tool_call>", "</tool_call>")
+
+# Qwen3-VL normalises each head's queries and keys (RMSNorm with weight 1 at init), which with 16-wide heads
+# caps attention logits near 4: attention stays flat and the last position barely depends on the prompt.
+# A gain of 4 lets a tiny model's attention pick out tokens (measured: 8 different prompts then gave 8
+# different outputs and 4 different first tokens, against 1 first token with gain 1).
+QK_NORM_GAIN = 4.0
 
 BPE_VOCAB_SIZE = 600  # 256 byte symbols + merges; small enough for a 32-wide embedding
 
@@ -63,36 +104,25 @@ system user assistant image text the a an of in on at to and or with for is are 
 0 1 2 3 4 5 6 7 8 9 10 11 12 100 ( ) [ ] { } : ; , . ! ? " ' - _ / \\ * # = + < >
 """
 
-# Our own chat template: <|im_start|>role\\n...<|im_end|> turns; an image becomes
-# <|vision_start|><|image_pad|><|vision_end|> (the processor expands the pad to the image's tokens).
-_CONTENT_MACRO = (
-    "{%- macro render_content(content) -%}"
-    "{%- if content is string -%}{{ content }}"
-    "{%- else -%}{%- for item in content -%}"
-    "{%- if item.type == 'image' or 'image' in item -%}<|vision_start|><|image_pad|><|vision_end|>"
-    "{%- elif item.type == 'text' -%}{{ item.text }}"
-    "{%- endif -%}"
-    "{%- endfor -%}{%- endif -%}"
-    "{%- endmacro -%}"
-)
-# Newlines are written as {{ '\n' }} so that Jinja's whitespace control cannot eat them.
-_TURNS = (
-    "{%- for message in messages -%}"
-    "<|im_start|>{{ message.role }}{{ '\n' }}{{ render_content(message.content) }}<|im_end|>{{ '\n' }}"
-    "{%- endfor -%}"
-)
-
-
-def chat_template(thinking: bool) -> str:
-    """The Jinja chat template of the tiny models; with ``thinking`` the generation prompt opens ``<think>``."""
-    generation_prompt = "<|im_start|>assistant{{ '\n' }}" + ("<think>{{ '\n' }}" if thinking else "")
-    return _CONTENT_MACRO + _TURNS + "{%- if add_generation_prompt -%}" + generation_prompt + "{%- endif -%}"
-
-
 def is_complete_build(out_dir: Path) -> bool:
     """True when ``out_dir`` holds a finished build of this builder version."""
     marker = Path(out_dir) / MARKER_FILE
     return marker.is_file() and marker.read_text(encoding="utf-8").startswith(BUILD_VERSION)
+
+
+def template_variant(kind: str, thinking: bool) -> Variant:
+    """The chat-template variant of a tiny build.
+
+    Raises:
+        ValueError: an unknown ``kind``, or ``thinking`` with Qwen2.5-VL (it has no Thinking edition).
+    """
+    if kind == "qwen3_vl":
+        return "qwen3_vl_thinking" if thinking else "qwen3_vl_instruct"
+    if kind == "qwen2_5_vl":
+        if thinking:
+            raise ValueError("Qwen2.5-VL has no Thinking edition: use kind='qwen3_vl' with thinking=True")
+        return "qwen2_5_vl"
+    raise ValueError(f"unknown tiny Qwen kind {kind!r}: use 'qwen3_vl' or 'qwen2_5_vl'")
 
 
 def build_tiny_qwen(
@@ -103,49 +133,51 @@ def build_tiny_qwen(
 ) -> Path:
     """Build and save a tiny random-weight Qwen-VL checkpoint (model, processor, tokenizer, template).
 
-    The folder loads offline with ``from_pretrained`` like a real checkpoint. The build is skipped
-    when ``out_dir`` already holds a complete build (a marker file with ``BUILD_VERSION`` and the
-    arguments); files are written to a temporary folder first and the marker is moved in last, so
-    an interrupted build is never mistaken for a complete one.
+    The folder loads offline with ``from_pretrained`` like a real checkpoint (see the module docstring for
+    what is real). The build is skipped when ``out_dir`` already holds a complete build (a marker file with
+    ``BUILD_VERSION`` and the arguments); files are written to a temporary folder first and the marker is
+    moved in last, so an interrupted build is never mistaken for a complete one.
 
     Args:
         out_dir: folder to write (created if missing).
         kind: ``"qwen3_vl"`` (Qwen3VLForConditionalGeneration) or ``"qwen2_5_vl"``.
-        thinking: when True the chat template's generation prompt ends with ``"<think>\\n"``,
-            like Qwen's Thinking models.
+        thinking: Qwen3-VL Thinking's chat template and generation config (its generation prompt opens
+            ``<think>\\n``) instead of Instruct's.
         seed: seeds the weights (the global torch RNG state is restored afterwards).
 
     Returns:
         ``out_dir`` as a ``Path``.
 
     Raises:
-        ValueError: for an unknown ``kind``.
+        ValueError: for an unknown ``kind``, or ``thinking`` with Qwen2.5-VL.
     """
-    if kind not in ("qwen2_5_vl", "qwen3_vl"):
-        raise ValueError(f"unknown tiny Qwen kind {kind!r}: use 'qwen3_vl' or 'qwen2_5_vl'")
+    variant = template_variant(kind, thinking)
     out_dir = Path(out_dir)
     signature = f"{BUILD_VERSION}\nkind={kind}\nthinking={thinking}\nseed={seed}\n"
     if is_built(out_dir, MARKER_FILE, signature):
         logger.debug("tiny %s already built in %s", kind, out_dir)
         return out_dir
-    processor = _build_processor(kind, thinking)
-    model = _build_model(kind, processor.tokenizer, seed)
+    processor = _build_processor(kind, variant)
+    model = _build_model(kind, variant, processor.tokenizer, seed)
     write_checkpoint(out_dir, MARKER_FILE, signature, save_model_and_processor(model, processor))
     logger.info("built tiny %s (thinking=%s, seed=%d) in %s", kind, thinking, seed, out_dir)
     return out_dir
 
 
-def _build_tokenizer(thinking: bool):
+def add_qwen_tokens(tokenizer, variant: Variant) -> None:
+    """Give ``tokenizer`` Qwen's added tokens (``QWEN_ADDED_TOKENS``, in order, with their special flags), turns
+    that end at ``<|im_end|>`` and ``variant``'s chat template."""
+    from tokenizers import AddedToken
+
+    for text, special in QWEN_ADDED_TOKENS:
+        tokenizer.add_tokens([AddedToken(text, special=special, normalized=False)], special_tokens=special)
+    tokenizer.eos_token = "<|im_end|>"  # a chat model's turn ends with <|im_end|>
+    tokenizer.chat_template = chat_template(variant)
+
+
+def _build_tokenizer(variant: Variant):
     """A byte-level BPE trained on ``_TRAINING_TEXT``, wrapped as ``Qwen2Tokenizer`` with Qwen's tokens."""
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        pre_tokenizers,
-        trainers,
-    )
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
@@ -173,16 +205,13 @@ def _build_tokenizer(thinking: bool):
         vocab=model_state[0],
         merges=model_state[1],
         unk_token=None,
-        eos_token="<|endoftext|>",  # switched to <|im_end|> below, once the tokens are in Qwen's order
+        eos_token="<|endoftext|>",  # switched to <|im_end|> once Qwen's tokens are added
         pad_token="<|endoftext|>",
         bos_token=None,
         errors="replace",
         model_max_length=32768,
     )
-    tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS], special_tokens=True)
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in NON_SPECIAL_ADDED_TOKENS])
-    tokenizer.eos_token = "<|im_end|>"  # a chat model's turn ends with <|im_end|>
-    tokenizer.chat_template = chat_template(thinking)
+    add_qwen_tokens(tokenizer, variant)
     return tokenizer
 
 
@@ -195,47 +224,40 @@ def _bpe_vocab_and_merges(bpe) -> tuple[dict[str, int], list[tuple[str, str]]]:
     return dict(state["vocab"]), merges
 
 
-def _build_processor(kind: str, thinking: bool):
-    """The processor of the given kind with the tiny tokenizer and a small image-pixel budget."""
-    from transformers import (
-        Qwen2_5_VLProcessor,
-        Qwen2VLImageProcessor,
-        Qwen3VLProcessor,
-    )
+def real_processor(kind: str, tokenizer):
+    """``kind``'s processor with the released image-processor settings (module docstring) around ``tokenizer``."""
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen3VLProcessor
 
-    tokenizer = _build_tokenizer(thinking)
-    size = {"shortest_edge": TINY_MIN_PIXELS, "longest_edge": TINY_MAX_PIXELS}
     if kind == "qwen3_vl":
         from transformers import Qwen3VLVideoProcessor
 
-        # Qwen3-VL: 16 px patches, mean/std 0.5 (as in the released preprocessor configs)
         image_processor = Qwen2VLImageProcessor(
-            size=size, patch_size=16, temporal_patch_size=2, merge_size=2,
-            image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+            size={"shortest_edge": QWEN3_VL_MIN_PIXELS, "longest_edge": QWEN3_VL_MAX_PIXELS},
+            patch_size=16, temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3,
         )
-        video_processor = Qwen3VLVideoProcessor(size=size, patch_size=16, temporal_patch_size=2, merge_size=2)
-        return Qwen3VLProcessor(
-            image_processor=image_processor,
-            tokenizer=tokenizer,
-            video_processor=video_processor,
-            chat_template=tokenizer.chat_template,
-        )
+        video_processor = Qwen3VLVideoProcessor(patch_size=16, temporal_patch_size=2, merge_size=2)
+        return Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                                video_processor=video_processor, chat_template=tokenizer.chat_template)
     from transformers import Qwen2VLVideoProcessor
 
-    # Qwen2.5-VL: 14 px patches, CLIP mean/std (the image processor's defaults)
-    image_processor = Qwen2VLImageProcessor(size=size, patch_size=14, temporal_patch_size=2, merge_size=2)
-    video_processor = Qwen2VLVideoProcessor(size=size, patch_size=14, temporal_patch_size=2, merge_size=2)
-    return Qwen2_5_VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=tokenizer.chat_template,
+    image_processor = Qwen2VLImageProcessor(
+        size={"shortest_edge": QWEN2_5_VL_MIN_PIXELS, "longest_edge": QWEN2_5_VL_MAX_PIXELS},
+        patch_size=14, temporal_patch_size=2, merge_size=2, image_mean=list(CLIP_MEAN), image_std=list(CLIP_STD),
     )
+    video_processor = Qwen2VLVideoProcessor(patch_size=14, temporal_patch_size=2, merge_size=2)
+    return Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                               video_processor=video_processor, chat_template=tokenizer.chat_template)
 
 
-def _build_model(kind: str, tokenizer, seed: int):
-    """A seeded random-weight model of the real architecture with shrunken sizes."""
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+def _build_processor(kind: str, variant: Variant):
+    return real_processor(kind, _build_tokenizer(variant))
+
+
+def _build_model(kind: str, variant: Variant, tokenizer, seed: int):
+    """A seeded random-weight model of the real architecture with shrunken sizes (see the module docstring)."""
+    import torch
+
+    ids = {text: tokenizer.convert_tokens_to_ids(text) for text, _ in QWEN_ADDED_TOKENS}
     token_ids = dict(
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
@@ -250,7 +272,7 @@ def _build_model(kind: str, tokenizer, seed: int):
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        max_position_embeddings=4096,
+        max_position_embeddings=32768,
         pad_token_id=ids["<|endoftext|>"],
     )
     vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=32,
@@ -265,7 +287,7 @@ def _build_model(kind: str, tokenizer, seed: int):
                 rope_parameters={"rope_type": "default", "rope_theta": 5_000_000.0,
                                  "mrope_section": [4, 2, 2], "mrope_interleaved": True},
             ),
-            vision_config=dict(vision, patch_size=16, num_position_embeddings=64, deepstack_visual_indexes=[0]),
+            vision_config=dict(vision, patch_size=16, num_position_embeddings=2304, deepstack_visual_indexes=[0]),
             tie_word_embeddings=False,
             **token_ids,
         )
@@ -286,15 +308,47 @@ def _build_model(kind: str, tokenizer, seed: int):
         )
         model_cls = Qwen2_5_VLForConditionalGeneration
 
-    return with_greedy_generation(seeded_model(lambda: model_cls(config), seed), ids)
+    model = seeded_model(lambda: model_cls(config), seed)
+    redraw_by_fan_in(model, torch.Generator().manual_seed(seed))
+    if kind == "qwen3_vl":
+        sharpen_query_key_norms(model)
+    return with_real_generation_config(model, ids, variant)
 
 
-def with_greedy_generation(model, ids: dict[str, int]):
-    """``model`` with Qwen's generation settings: greedy, a turn ends at ``<|im_end|>`` or ``<|endoftext|>``
-    (``ids`` maps those tokens to their ids), padding with ``<|endoftext|>``, no BOS token."""
+def sharpen_query_key_norms(model, gain: float = QK_NORM_GAIN) -> None:
+    """Set every text-attention query/key norm weight of a Qwen3-VL model to ``gain`` (see ``QK_NORM_GAIN``)."""
+    import torch
+
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(("q_norm.weight", "k_norm.weight")) and ".visual." not in f".{name}":
+                parameter.fill_(gain)
+
+
+def real_generation_config(variant: Variant) -> dict[str, object]:
+    """The sampling values of ``variant``'s released ``generation_config.json`` (token ids set separately).
+
+    - Qwen3-VL-8B-Instruct's file: do_sample, temperature 0.7, top_p 0.8, top_k 20 (FACTS.md).
+    - Qwen3-VL Thinking: the model cards' vision-language settings, do_sample, temperature 1.0, top_p 0.95,
+      top_k 20 (no public copy of its generation_config.json was found; ``engine.decoding`` falls back to
+      these values too).
+    - Qwen2.5-VL-7B-Instruct's file: repetition_penalty 1.05, temperature 0.1, top_p 0.001, top_k 1 (FACTS.md;
+      with one candidate left, sampling equals greedy decoding).
+    """
+    if variant == "qwen3_vl_instruct":
+        return {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
+    if variant == "qwen3_vl_thinking":
+        return {"do_sample": True, "temperature": 1.0, "top_p": 0.95, "top_k": 20}
+    return {"do_sample": True, "repetition_penalty": 1.05, "temperature": 0.1, "top_p": 0.001, "top_k": 1}
+
+
+def with_real_generation_config(model, ids: dict[str, int], variant: Variant):
+    """``model`` with ``variant``'s released generation settings (``real_generation_config``): a turn ends at
+    ``<|im_end|>`` or ``<|endoftext|>``, padding and BOS are ``<|endoftext|>`` (``ids`` maps tokens to ids)."""
     generation = model.generation_config
     generation.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
     generation.pad_token_id = ids["<|endoftext|>"]
-    generation.bos_token_id = None
-    generation.do_sample = False
+    generation.bos_token_id = ids["<|endoftext|>"]
+    for key, value in real_generation_config(variant).items():
+        setattr(generation, key, value)
     return model

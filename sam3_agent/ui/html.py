@@ -5,10 +5,13 @@ what the panel shows (so a page update stays small) and memoised by image name: 
 within one trace (``ImagePart.name``), so one ``ImageUrls`` serves one run or one loaded trace.
 
 CSS classes the tests and the stylesheet rely on:
-``round`` (``data-round``, ``data-finished``), ``round-live``, ``reasoning``, ``tool-call``,
+``round`` (``data-round``, ``data-finished``), ``round-live``, ``reasoning``, ``tool-call``, ``tool-writing``,
 ``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``verdict-card`` + ``verdict-accept``/``verdict-reject``
-(``data-mask``), ``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``,
-``ctx-note``, ``ctx-image-count``, ``ctx-tokens``, ``status`` + ``status-<kind>``, ``final-masks``.
+(``data-mask``), ``ctx-open`` (``data-round``: a button opening that round's context), ``ctx-scroll``,
+``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``, ``ctx-reason``, ``ctx-run``
+(a collapsed run of dropped messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``, ``ctx-tokens``,
+``timeline`` (``tr[data-round]``, ``timeline-current``, ``timeline-<kind>``), ``status`` + ``status-<kind>``,
+``final-masks``.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from html import escape
 
 from PIL import Image
 
+from .context_view import ContextEntry, ContextPanel
 from .view import (
     STATUS_TITLES,
-    ContextPanel,
     FinalMaskRow,
     RoundView,
     StatusLine,
+    TimelineRow,
     VerdictCard,
 )
 
@@ -33,6 +37,15 @@ OVERLAY_SIDE = 768  # px, longer side of round overlays in the page
 CARD_SIDE = 320  # px, mask and zoom views on verdict cards
 THUMB_SIDE = 112  # px, context panel thumbnails
 JPEG_QUALITY = 85
+RUN_CONTEXT_PLACEHOLDER = "The context of each round appears here while a run goes on."
+MISTAKE_TITLES = {  # feedback key -> what the page calls the mistake (others: the key in words)
+    "no_tool_call": "no tool call",
+    "bad_json": "the tool call is not valid JSON",
+    "unknown_tool": "an unknown tool",
+    "empty_output": "an empty answer",
+    "unclosed_think": "the reasoning was never closed",
+    "truncated": "the answer was cut off at the token limit",
+}
 
 
 def image_data_url(image: Image.Image, max_side: int) -> str:
@@ -98,30 +111,44 @@ def _cost(view: RoundView) -> str:
     return " · ".join(bits)
 
 
-def render_round(view: RoundView, urls: ImageUrls) -> str:
+def mistake_title(key: str) -> str:
+    """What the page calls a model mistake (``MISTAKE_TITLES``, else the feedback key in words)."""
+    return MISTAKE_TITLES.get(key, key.replace("_", " "))
+
+
+def render_round(view: RoundView, urls: ImageUrls, reasoning_open: bool = False, context_button: bool = False) -> str:
     """One round: header (number / budget, time, tokens), reasoning, call, reply, overlay, cards.
 
-    A streaming round has its reasoning open and the class ``round-live``; a finished one has it
-    collapsed.
+    A streaming round has its reasoning open and the class ``round-live``; a finished one has it collapsed
+    unless ``reasoning_open``. ``context_button`` adds a button (``ctx-open``) that opens the round's context.
+    A model mistake is shown once: its name, then what the model was told.
     """
     budget = f" / {view.max_rounds}" if view.max_rounds else ""
     classes = "round round-live" if view.streaming else "round"
     finished = f' data-finished="{view.finished_at:.3f}"' if view.finished_at is not None else ""
     cost = _cost(view)
     head = f"Round {view.index}{budget}" + (" (in progress)" if view.streaming else "")
+    button = (f' <button class="ctx-open" data-round="{view.index}" type="button">Context sent</button>'
+              if context_button else "")
+    reasoning = escape(view.reasoning) if view.reasoning else '<span class="none">(no reasoning written)</span>'
     parts = [
         f'<section class="{classes}" data-round="{view.index}"{finished}>',
-        f'<div class="round-head"><b>{escape(head)}</b> <small class="round-cost">{escape(cost)}</small></div>',
+        f'<div class="round-head"><b>{escape(head)}</b> <small class="round-cost">{escape(cost)}</small>{button}</div>',
         (
-            f'<details class="reasoning"{" open" if view.streaming else ""}>'
+            f'<details class="reasoning"{" open" if view.streaming or reasoning_open else ""}>'
             f'<summary>{"Reasoning (streaming)" if view.streaming else "Reasoning"}</summary>'
-            f'<pre class="reasoning-text">{escape(view.reasoning)}</pre></details>'
+            f'<pre class="reasoning-text">{reasoning}</pre></details>'
         ),
     ]
     if view.call_text is not None:
         parts.append(f'<div class="tool-call">Tool call: <code>{escape(view.call_text)}</code></div>')
+    elif view.writing_call:
+        parts.append(f'<div class="tool-call tool-writing">Writing a tool call: <code>{escape(view.writing_call)}</code>'
+                     "</div>")
     if view.mistake is not None:
-        parts.append(f'<div class="mistake">Model mistake: {escape(view.mistake)}</div>')
+        told = f"<pre>{escape(view.reply_text)}</pre>" if view.reply_text else ""
+        parts.append(f'<div class="mistake"><b>Model mistake: {escape(mistake_title(view.mistake))}.</b> '
+                     f"The model was told:{told}</div>")
     if view.stopped:
         parts.append('<div class="round-stopped">Stopped by the user during this round.</div>')
     if view.failure is not None:
@@ -132,7 +159,7 @@ def render_round(view: RoundView, urls: ImageUrls) -> str:
         parts.append('<div class="cards">' + "".join(render_card(c, urls) for c in view.cards) + "</div>")
     if view.overlay is not None:
         parts.append(_img(urls, view.overlay, OVERLAY_SIDE, "overlay", f"round {view.index} overlay"))
-    if view.reply_text is not None:
+    if view.reply_text is not None and view.mistake is None:
         parts.append(
             f'<details class="tool-reply" open><summary>Reply to the model</summary>'
             f"<pre>{escape(view.reply_text)}</pre></details>"
@@ -141,42 +168,98 @@ def render_round(view: RoundView, urls: ImageUrls) -> str:
     return "".join(parts)
 
 
-def render_context(panel: ContextPanel | None, urls: ImageUrls) -> str:
-    """The context panel: header with counts, then every message (dropped ones greyed out)."""
+def _entry(entry: ContextEntry, urls: ImageUrls) -> str:
+    classes = ["ctx-msg", f"ctx-{entry.role}"]
+    tags = []
+    if entry.dropped:
+        classes.append("ctx-dropped")
+        tags.append("dropped")
+    if entry.images_as_text:
+        classes.append("ctx-image-text")
+        tags.append("image sent as text")
+    thumbs = "".join(_img(urls, part, THUMB_SIDE, "ctx-thumb", part.name) for part in entry.images)
+    tag_html = "".join(f'<span class="ctx-tag">{escape(t)}</span>' for t in tags)
+    reason = f'<div class="ctx-reason">Why: {escape(entry.reason)}</div>' if entry.reason else ""
+    full = " ".join(entry.text.split())
+    if full != entry.excerpt:  # cut: the excerpt opens to the whole text
+        text = (f'<details class="ctx-text"><summary>{escape(entry.excerpt)}</summary>'
+                f'<div class="ctx-full">{escape(entry.text)}</div></details>')
+    else:
+        text = f'<div class="ctx-text">{escape(entry.excerpt)}</div>'
+    return (
+        f'<div class="{" ".join(classes)}" data-index="{entry.index}" data-role="{escape(entry.role)}">'
+        f'<div class="ctx-meta">#{entry.index} {escape(entry.role)} {tag_html}</div>{reason}{thumbs}{text}</div>'
+    )
+
+
+def _dropped_runs(entries: Sequence[ContextEntry]) -> list[list[ContextEntry]]:
+    """``entries`` split into runs: consecutive dropped messages together, every other message alone."""
+    runs: list[list[ContextEntry]] = []
+    for entry in entries:
+        if entry.dropped and runs and runs[-1][-1].dropped:
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+    return runs
+
+
+def render_context(panel: ContextPanel | None, urls: ImageUrls, placeholder: str = RUN_CONTEXT_PLACEHOLDER,
+                   latest: int | None = None) -> str:
+    """The context panel: header with counts, then every message (dropped ones greyed out, with the reason).
+
+    Two or more dropped messages in a row collapse into one line that says how many and why; long
+    messages show an excerpt that expands to the whole text. The list is a scroll region that the
+    keyboard can reach (``tabindex``). ``latest``: the newest round, named when ``panel`` is an older one.
+    """
     if panel is None:
-        return '<div class="ctx-empty">The context of each round appears here while a run goes on.</div>'
+        return f'<div class="ctx-empty">{escape(placeholder)}</div>'
     if panel.prompt_tokens is not None:
         tokens = f"{panel.prompt_tokens} tokens"
     else:
         tokens = "tokens counted when the round ends" if panel.pending else "token count not reported"
     images = f'{panel.image_count} image{"s" if panel.image_count != 1 else ""}'
+    older = f" (latest: round {latest})" if latest is not None and latest != panel.round_index else ""
     head = (
         f'<div class="ctx-head" data-round="{panel.round_index}">'
-        f"<b>Context of round {panel.round_index}</b>: {panel.sent_count} of {len(panel.entries)} messages sent · "
-        f'<span class="ctx-image-count">{images}</span> · <span class="ctx-tokens">{tokens}</span></div>'
+        f"<b>Context of round {panel.round_index}</b>{older}: {panel.sent_count} of {len(panel.entries)} messages "
+        f'sent · <span class="ctx-image-count">{images}</span> · <span class="ctx-tokens">{tokens}</span></div>'
     )
-    out = [head]
-    for entry in panel.entries:
-        classes = ["ctx-msg", f"ctx-{entry.role}"]
-        tags = []
-        if entry.dropped:
-            classes.append("ctx-dropped")
-            tags.append("dropped")
-        if entry.images_as_text:
-            classes.append("ctx-image-text")
-            tags.append("image sent as text")
-        thumbs = "".join(
-            _img(urls, part, THUMB_SIDE, "ctx-thumb", part.name) for part in entry.images
-        )
-        tag_html = "".join(f'<span class="ctx-tag">{escape(t)}</span>' for t in tags)
-        out.append(
-            f'<div class="{" ".join(classes)}" data-index="{entry.index}" data-role="{escape(entry.role)}">'
-            f'<div class="ctx-meta">#{entry.index} {escape(entry.role)} {tag_html}</div>'
-            f'{thumbs}<div class="ctx-text">{escape(entry.excerpt)}</div></div>'
-        )
-        if entry.index == 1 and panel.note:
+    out = [head, f'<div class="ctx-scroll" tabindex="0" role="region" aria-label="Messages of round '
+                 f'{panel.round_index}">']
+    for run in _dropped_runs(panel.entries):
+        if len(run) > 1:
+            reasons = sorted({e.reason for e in run if e.reason})
+            why = f": {reasons[0]}" if len(reasons) == 1 else ""
+            out.append(f'<details class="ctx-run"><summary>{len(run)} messages dropped (#{run[0].index} to '
+                       f"#{run[-1].index}){escape(why)}</summary>"
+                       + "".join(_entry(e, urls) for e in run) + "</details>")
+        else:
+            out.append(_entry(run[0], urls))
+        if any(e.index == 1 for e in run) and panel.note:
             out.append(f'<div class="ctx-note">Note added to message 1: {escape(panel.note)}</div>')
+    out.append("</div>")
     return "".join(out)
+
+
+def render_timeline(rows: Sequence[TimelineRow], current: int | None = None) -> str:
+    """The rounds of a trace as one table (tool, outcome, time, tokens); each row opens its round when clicked
+    (``tr[data-round]``, a focusable button in the first cell); ``current`` is marked."""
+    if not rows:
+        return ""
+    body = []
+    for r in rows:
+        mark = " timeline-current" if r.index == current else ""
+        tokens = " / ".join("-" if n is None else str(n) for n in (r.prompt_tokens, r.output_tokens))
+        body.append(
+            f'<tr class="timeline-{escape(r.kind)}{mark}" data-round="{r.index}">'
+            f'<td><button type="button" class="timeline-open" data-round="{r.index}">{r.index}</button></td>'
+            f"<td><code>{escape(r.tool)}</code></td><td>{escape(r.outcome)}</td><td>{r.seconds:.1f} s</td>"
+            f"<td>{escape(tokens)}</td></tr>"
+        )
+    return (
+        '<table class="timeline"><thead><tr><th>round</th><th>tool</th><th>outcome</th><th>time</th>'
+        f'<th>tokens in / out</th></tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )
 
 
 def render_final_masks(rows: Sequence[FinalMaskRow]) -> str:
@@ -197,8 +280,8 @@ def render_final_masks(rows: Sequence[FinalMaskRow]) -> str:
 class RunPage:
     """The HTML of a live run's panels, rendered incrementally from a ``RunView``.
 
-    Finished rounds never change, so their HTML is rendered once and appended: successive values
-    of the rounds panel extend each other, which Gradio streams as small "append" diffs.
+    Finished rounds never change, so each round's HTML is rendered once and kept; the panel lists them
+    newest first, under the round in progress, so what is happening now stays at the top.
     """
 
     def __init__(self) -> None:
@@ -208,14 +291,15 @@ class RunPage:
         self._context_html = render_context(None, self.urls)
 
     def rounds_html(self, views: Sequence[RoundView]) -> str:
-        """All finished rounds (only new ones are rendered)."""
+        """All finished rounds, newest first (only new ones are rendered), each with a button that opens its
+        context."""
         for view in views[len(self._rounds):]:
-            self._rounds.append(render_round(view, self.urls))
-        return "".join(self._rounds)
+            self._rounds.append(render_round(view, self.urls, context_button=True))
+        return "".join(reversed(self._rounds))
 
     def live_html(self, live: RoundView | None) -> str:
         """The round in progress, or ``""``."""
-        return render_round(live, self.urls) if live is not None else ""
+        return render_round(live, self.urls, context_button=True) if live is not None else ""
 
     def context_html(self, panel: ContextPanel | None) -> str:
         """The context panel (re-rendered only when its round or token count changes)."""

@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,16 +24,19 @@ from PIL import Image
 from ..agent import Agent, AgentConfig
 from ..errors import BackendError, InputError
 from ..masks import to_coco_results
-from ..presets import Backends, build_backends, build_point_segmenter, share_sam3_backbone
+from ..presets import Backends, build_backends, build_point_segmenter, cache_system_prompts, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
 from ..render import render_overlay_scaled
+from ..shared import SharedObject
 from ..trace_io import TraceWriter, trace_files, zip_files
 from ..trace_writer import write_atomic
 from ..tracker import PointSegmenter
 from ..types import Trace
+from ..verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..vlm.base import VLM
 from ..vlm.scripted import Response, ScriptedVLM, load_script
 from .settings import AppSettings
+from .view import model_name
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +57,7 @@ class ModelInfo:
     max_pixels: str
 
 
-class AgentFactory:
+class AgentFactory(SharedObject):
     """Backends shared by every session, and a new ``Agent`` for each run.
 
     With a script, each run gets new ``ScriptedVLM`` objects built from the script loaded once, so
@@ -93,15 +97,28 @@ class AgentFactory:
         Raises:
             InputError: inconsistent settings or an unreadable script (fix the launch command).
         """
+        started = time.perf_counter()
         script = load_script(settings.backend.script) if settings.backend.script else None
-        point_segmenter, point_error = load_point_segmenter(settings)
+        step = time.perf_counter()
+        logger.info("loading the agent's models (%s preset): SAM 3 and the VLM...", settings.backend.preset)
         try:
             backends = build_backends(settings.backend)
         except BackendError as error:
             logger.error("models could not be loaded: %s", error)
+            point_segmenter, point_error = load_point_segmenter(settings, settings.backend.sam3_dtype)
             return cls(settings, None, script, str(error), point_segmenter, point_error)
-        share_sam3_backbone(point_segmenter, backends.segmenter)
-        return cls(settings, backends, script, None, point_segmenter, point_error)
+        factory = cls(settings, backends, script)
+        info = factory.model_info()
+        logger.info("SAM 3 (%s) and the VLM (%s) ready in %.1f s", info.sam3, info.vlm, time.perf_counter() - step)
+        step = time.perf_counter()
+        logger.info("loading SAM 3's point-prompt model (for the Correct tab)...")
+        # in SAM 3's dtype (the GPU memory plan may pick bfloat16) so that the two share their vision backbone
+        factory.point_segmenter, factory.point_error = load_point_segmenter(settings, backends.settings.get("sam3_dtype"))
+        if factory.point_segmenter is not None:
+            logger.info("point-prompt model ready in %.1f s", time.perf_counter() - step)
+        share_sam3_backbone(factory.point_segmenter, backends.segmenter)
+        logger.info("all models loaded in %.1f s", time.perf_counter() - started)
+        return factory
 
     def require_point_segmenter(self) -> PointSegmenter:
         """SAM 3's point-prompt model.
@@ -114,17 +131,22 @@ class AgentFactory:
         return self.point_segmenter
 
     def model_info(self) -> ModelInfo:
-        """The model names and image-token bounds the process runs with."""
+        """The model names and image-token bounds the process runs with (names only, never server file paths)."""
         backend = self.settings.backend
         record: dict[str, Any] = self.backends.settings if self.backends is not None else {}
-        vlm = str(record.get("vlm_model") or backend.vlm_server_model or backend.vlm_model or "default")
+        vlm = model_name(record.get("vlm_model") or backend.vlm_server_model or backend.vlm_model or "default")
+        sam3 = model_name(record.get("sam3_model") or backend.sam3_model or "default")
+        if backend.preset == "tiny":
+            sam3 = "tiny SAM 3, random weights"
+            if not backend.script:
+                vlm = f"tiny {backend.tiny_vlm_kind}, random weights"
         if backend.vlm_server:
             vlm = f"{vlm} at {backend.vlm_server}"
         if self.load_error:
             vlm += " (not loaded)"
         return ModelInfo(
             vlm=vlm,
-            sam3=str(record.get("sam3_model") or backend.sam3_model or "default"),
+            sam3=sam3,
             min_pixels=str(backend.min_pixels) if backend.min_pixels else "model default",
             max_pixels=str(backend.max_pixels) if backend.max_pixels else "model default",
         )
@@ -149,21 +171,23 @@ class AgentFactory:
         backends = self.backends
         if backends is None:
             raise BackendError(self.load_error or "the models are not loaded")
+        cache_system_prompts(backends.vlm)  # done at load, except on ZeroGPU: then in this worker's first GPU call
         vlm, verifier = self._vlms(backends)
-        config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold))
+        batch = int(backends.settings.get("verify_batch_size") or DEFAULT_VERIFY_BATCH_SIZE)  # the GPU memory plan's
+        config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold), verify_batch_size=batch)
         return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
 
 
-def load_point_segmenter(settings: AppSettings) -> tuple[PointSegmenter | None, str | None]:
+def load_point_segmenter(settings: AppSettings, dtype: str | None = None) -> tuple[PointSegmenter | None, str | None]:
     """SAM 3's point-prompt model for the Correct view, loaded once and shared (``presets.build_point_segmenter``):
-    the tiny one for ``--preset tiny``, else the ``--sam3-model`` weights (default ``facebook/sam3``).
+    the tiny one for ``--preset tiny``, else the ``--sam3-model`` weights (default ``facebook/sam3``), in ``dtype``.
 
     Returns:
         (the model, None), or (None, why it could not be loaded): a missing model only disables point clicks.
     """
     backend = settings.backend
     try:
-        return build_point_segmenter(backend.preset, model=backend.sam3_model, device=backend.device), None
+        return build_point_segmenter(backend.preset, model=backend.sam3_model, device=backend.device, dtype=dtype), None
     except (BackendError, InputError) as error:
         logger.error("SAM 3's point-prompt model could not be loaded: %s", error)
         return None, str(error)

@@ -2,7 +2,8 @@
 
 Every flag has an environment variable, so the same ``app.py`` runs locally and as a Hugging Face
 Space (where only the environment can be set). A flag given on the command line wins over its
-variable; the variable wins over the built-in default.
+variable; the variable wins over the built-in default. Nothing heavy (torch, Gradio) is imported
+before the flags are parsed, so ``python app.py --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -11,11 +12,21 @@ import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..agent import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
 from ..errors import InputError
-from ..presets import BackendSettings
-from ..segmenter import DEFAULT_SCORE_THRESHOLD
+from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
+from ..masks import SCORE_THRESHOLD as DEFAULT_SCORE_THRESHOLD  # the agent's own default
+from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
+
+if TYPE_CHECKING:  # presets imports torch: loaded only once the flags are parsed, so --help is instant
+    from ..presets import BackendSettings
+
+
+def _default_backend() -> BackendSettings:
+    from ..presets import BackendSettings
+
+    return BackendSettings()
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -30,6 +41,7 @@ ENVIRONMENT: dict[str, str] = {
     "script": "SAM3_AGENT_SCRIPT",
     "script_piece_delay": "SAM3_AGENT_SCRIPT_PIECE_DELAY",
     "sam3_model": "SAM3_AGENT_SAM3_MODEL",
+    "sam3_dtype": "SAM3_AGENT_SAM3_DTYPE",
     "tiny_vlm": "SAM3_AGENT_TINY_VLM",
     "device": "SAM3_AGENT_DEVICE",
     "max_rounds": "SAM3_AGENT_MAX_ROUNDS",
@@ -37,7 +49,16 @@ ENVIRONMENT: dict[str, str] = {
     "min_pixels": "SAM3_AGENT_MIN_PIXELS",
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
+    "verify_max_new_tokens": "SAM3_AGENT_VERIFY_MAX_NEW_TOKENS",
+    "decoding": "SAM3_AGENT_DECODING",
+    "temperature": "SAM3_AGENT_TEMPERATURE",
+    "top_p": "SAM3_AGENT_TOP_P",
+    "top_k": "SAM3_AGENT_TOP_K",
+    "seed": "SAM3_AGENT_SEED",
     "prefix_cache": "SAM3_AGENT_PREFIX_CACHE",
+    "vlm_server_connect_timeout": TIMEOUT_ENVIRONMENT["connect"],
+    "vlm_server_read_timeout": TIMEOUT_ENVIRONMENT["read"],
+    "vlm_server_deadline": TIMEOUT_ENVIRONMENT["deadline"],
     "concurrency": "SAM3_AGENT_CONCURRENCY",
     "host": "GRADIO_SERVER_NAME",
     "port": "GRADIO_SERVER_PORT",
@@ -58,7 +79,7 @@ class AppSettings:
         host / port: where the server listens.
     """
 
-    backend: BackendSettings = field(default_factory=BackendSettings)
+    backend: BackendSettings = field(default_factory=_default_backend)
     max_rounds: int = DEFAULT_MAX_ROUNDS
     score_threshold: float = DEFAULT_SCORE_THRESHOLD
     script_piece_delay: float = 0.0
@@ -81,15 +102,33 @@ def build_parser() -> argparse.ArgumentParser:
     add("--script", help="JSON file of VLM responses replayed from the start on every run")
     add("--script-piece-delay", type=float, help="seconds between streamed pieces of a scripted reply (default 0)")
     add("--sam3-model", help="SAM 3 id or local folder")
+    add("--sam3-dtype", choices=["float32", "bfloat16"],
+        help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
     add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], help="tiny VLM architecture (with --preset tiny)")
     add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     add("--max-rounds", type=int, help=f"default round budget (default {DEFAULT_MAX_ROUNDS})")
     add("--score-threshold", type=float, help=f"default SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    add("--max-new-tokens", type=int, help="token budget of each VLM call")
+    add("--max-new-tokens", type=int, help="token budget of each main VLM call (default per model: 2048, Thinking 8192)")
+    add("--verify-max-new-tokens", type=int,
+        help="token budget of each mask verification (default per model: 512, Thinking 4096)")
+    add("--decoding", choices=["sample", "greedy"],
+        help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
+    add("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
+    add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
+    add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
+    add("--seed", type=int, help="seed of sampled decoding (default 0): the same seed repeats a run")
+    timeouts = ServerTimeouts()
+    add("--vlm-server-connect-timeout", type=float, metavar="S",
+        help=f"seconds to connect to the VLM server (default {timeouts.connect:g})")
+    add("--vlm-server-read-timeout", type=float, metavar="S",
+        help=f"seconds of silence allowed while the VLM server answers (default {timeouts.read:g})")
+    add("--vlm-server-deadline", type=float, metavar="S",
+        help=f"seconds for one whole VLM server call, retries included (default {timeouts.deadline:g})")
     add("--prefix-cache", choices=["on", "off"],
-        help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, slower, less memory)")
+        help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, verified on CPU in "
+             "float32; slower, less memory)")
     add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
     add("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     add("--port", type=int, help=f"port to listen on (default {DEFAULT_PORT})")
@@ -126,11 +165,16 @@ def parse_settings(
         SystemExit: bad flags (argparse prints the usage).
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # exits on --help before anything heavy is imported
+    from ..engine.decoding import DecodingOverrides  # torch: imported only once the flags are parsed
+    from ..presets import BackendSettings
+
     env = os.environ if environ is None else environ
     converters: dict[str, Callable[[str], object]] = {
         "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
         "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float,
+        "vlm_server_connect_timeout": float, "vlm_server_read_timeout": float, "vlm_server_deadline": float,
+        "verify_max_new_tokens": int, "temperature": float, "top_p": float, "top_k": int, "seed": int,
     }
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     values: dict[str, object] = {}
@@ -159,6 +203,18 @@ def parse_settings(
         max_new_tokens=values["max_new_tokens"],  # type: ignore[arg-type]
         tiny_vlm_kind=pick("tiny_vlm", "qwen3_vl"),  # type: ignore[arg-type]
         prefix_cache=pick("prefix_cache", "on") == "on",
+        vlm_server_connect_timeout=values["vlm_server_connect_timeout"],  # type: ignore[arg-type]
+        vlm_server_read_timeout=values["vlm_server_read_timeout"],  # type: ignore[arg-type]
+        vlm_server_deadline=values["vlm_server_deadline"],  # type: ignore[arg-type]
+        sam3_dtype=values["sam3_dtype"],  # type: ignore[arg-type]
+        decoding=DecodingOverrides(
+            greedy=None if values["decoding"] is None else values["decoding"] == "greedy",
+            temperature=values["temperature"],  # type: ignore[arg-type]
+            top_p=values["top_p"],  # type: ignore[arg-type]
+            top_k=values["top_k"],  # type: ignore[arg-type]
+            seed=values["seed"],  # type: ignore[arg-type]
+            verify_max_new_tokens=values["verify_max_new_tokens"],  # type: ignore[arg-type]
+        ),
     )
     settings = AppSettings(
         backend=backend,

@@ -1,21 +1,22 @@
 """What the app shows, as plain records: agent events and traces mapped to views (no Gradio, no HTML).
 
 ``RunView.apply`` folds the event stream of a live run into the state of the screen (finished
-rounds, the round in progress, the context panel, the status line, the final masks);
-``trace_round_views`` gives the same views for a saved trace, round by round. ``html`` renders them.
+rounds, the round in progress, the context panel (``context_view``), the status line, the final masks);
+``trace_round_views`` gives the same views for a saved trace, round by round, and ``timeline_rows`` one line
+per round. ``html`` renders them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..masks import to_coco_results
-from ..parsing import parse_response
+from ..parsing import THINK_CLOSE, THINK_OPEN, parse_response
 from ..types import (
-    ContextRecord,
     Event,
     ImagePart,
     Masks,
@@ -32,8 +33,7 @@ from ..types import (
     ToolStarted,
     Trace,
 )
-
-EXCERPT_CHARS = 240  # text shown per message in the context panel; the full text is in the trace
+from .context_view import ContextPanel, context_panel
 
 STATUS_TITLES: dict[str, str] = {
     "idle": "Ready",
@@ -43,61 +43,16 @@ STATUS_TITLES: dict[str, str] = {
     "max_rounds": "Round budget exhausted",
     "failed": "Failed",
     "cancelled": "Stopped",
+    "stopping": "Stopping",
     "error": "Error",
 }
 
+# Tool-call tags as models write them (ours and Qwen's native one), for display only: ``parsing`` reads calls.
+_TOOL_TAG = re.compile(r"<\s*/?\s*(?:tool_call|tool)\s*>", re.IGNORECASE)
+_PARTIAL_TAG = re.compile(r"<[^<>\s]{0,11}$")
+
 
 # ------------------------------------------------------------------ records
-
-
-@dataclass(frozen=True)
-class ContextEntry:
-    """One message of the main conversation as the context panel shows it.
-
-    Attributes:
-        index: position in ``Trace.messages``.
-        role: ``"system"``, ``"user"`` or ``"assistant"``.
-        excerpt: the message text, whitespace collapsed, cut to ``EXCERPT_CHARS``.
-        images: the message's images (thumbnails in the panel).
-        dropped: left out of this round's request by the context policy (shown greyed out).
-        images_as_text: sent, but with its images replaced by a text placeholder.
-    """
-
-    index: int
-    role: str
-    excerpt: str
-    images: tuple[ImagePart, ...]
-    dropped: bool
-    images_as_text: bool
-
-
-@dataclass(frozen=True)
-class ContextPanel:
-    """The conversation behind one round's request.
-
-    Attributes:
-        round_index: 1-based round number.
-        entries: every message that existed when the request was built, in order.
-        note: the tried-phrases note added to message 1, or ``None``.
-        image_count: images in the request (at most 2).
-        prompt_tokens: tokens in the request; ``None`` until the round ends or when unknown.
-        pending: True while the round runs (its token count comes with its end).
-    """
-
-    round_index: int
-    entries: tuple[ContextEntry, ...]
-    note: str | None
-    image_count: int
-    prompt_tokens: int | None
-    pending: bool = False
-
-    @property
-    def sent_count(self) -> int:
-        return sum(1 for e in self.entries if not e.dropped)
-
-    @property
-    def dropped_indices(self) -> tuple[int, ...]:
-        return tuple(e.index for e in self.entries if e.dropped)
 
 
 @dataclass(frozen=True)
@@ -129,10 +84,11 @@ class RoundView:
 
     Attributes:
         index / max_rounds: "round 3 / 30".
-        reasoning: the model's thinking (the raw output when it had no ``<think>`` block).
+        reasoning: the model's thinking, without its ``<think>`` / tool-call markup.
         streaming: True while the round is in progress (reasoning still growing, shown open).
         call_text: the tool call, e.g. ``segment_phrase(text_prompt="cup")``, or ``None``.
-        mistake: ``"key: detail"`` of a model mistake, or ``None``.
+        mistake: the feedback key of a model mistake (e.g. ``"no_tool_call"``), or ``None``; what the model was
+            told is ``reply_text``.
         stopped: True when the user stopped the run during this round.
         failure: what failed when a backend fault ended the run in this round, or ``None``.
         reply_text: the text sent back to the model, or ``None`` (run ended / in progress).
@@ -142,6 +98,7 @@ class RoundView:
         seconds: VLM + tool wall time (``None`` while streaming).
         prompt_tokens / output_tokens: when known.
         finished_at: UNIX time at which the live view received the round's end (``None`` otherwise).
+        writing_call: while streaming, the tool call the model is writing (markup removed), else ``""``.
     """
 
     index: int
@@ -160,6 +117,29 @@ class RoundView:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     finished_at: float | None = None
+    writing_call: str = ""
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One round in the timeline (Inspect tab): what it did and what it cost, at a glance.
+
+    Attributes:
+        index: 1-based round number.
+        tool: the tool called (``"-"`` when no call could be read).
+        outcome: one line: the tool's summary, the mistake, "stopped" or the failure.
+        kind: ``"ok"``, ``"mistake"``, ``"stopped"``, ``"failed"`` or ``"answer"`` (the round that ended the run).
+        seconds: VLM + tool wall time.
+        prompt_tokens / output_tokens: when known.
+    """
+
+    index: int
+    tool: str
+    outcome: str
+    kind: str
+    seconds: float
+    prompt_tokens: int | None
+    output_tokens: int | None
 
 
 @dataclass(frozen=True)
@@ -189,35 +169,48 @@ def call_text(call: ToolCall) -> str:
     return f"{call.name}({params})"
 
 
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """``text`` with whitespace collapsed, cut to ``limit`` characters (ending in "...")."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+def model_name(model: object) -> str:
+    """How the page names a model: a Hub id (``org/name``) or server model name as is, a local folder by its
+    own name only (the page never shows the server's file paths)."""
+    text = str(model or "unknown")
+    if text.startswith(("/", "./", "../", "~", "\\")) or text.count("/") > 1 or ":\\" in text:
+        return f"{text.rstrip('/').replace(chr(92), '/').rsplit('/', 1)[-1]} (local folder)"
+    return text
 
 
-def context_panel(
-    messages: Sequence[Message], record: ContextRecord, round_index: int, prompt_tokens: int | None = None
-) -> ContextPanel:
-    """The context panel of one round from the conversation and the round's ``ContextRecord``.
+def sentence(text: str) -> str:
+    """``text`` as a sentence for the page: first letter upper case, ending in a full stop (or ``?``/``!``)."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".?!" else text + "."
 
-    Only the messages that existed when the request was built are listed (``kept`` and ``dropped``
-    together cover exactly those).
 
-    Raises:
-        ValueError: when the record names a message the conversation does not have.
+def split_output(text: str) -> tuple[str, str]:
+    """A model output, finished or still streaming, as (reasoning, tool call being written), markup removed.
+
+    The reasoning is the text before ``</think>`` (or, without it, before the first tool tag) without the
+    ``<think>`` tag; the call is what follows the first tool tag, tags removed. Display only: ``parsing``
+    decides what the call is.
     """
-    indices = set(record.kept) | set(record.dropped)
-    count = max(indices) + 1 if indices else 0
-    if count > len(messages):
-        raise ValueError(
-            f"round {round_index}'s context names message {count - 1}, but the conversation has {len(messages)}"
-        )
-    dropped, as_text = set(record.dropped), set(record.images_as_text)
-    entries = tuple(
-        ContextEntry(i, m.role, excerpt(m.text), tuple(m.images), i in dropped, i in as_text)
-        for i, m in enumerate(messages[:count])
-    )
-    return ContextPanel(round_index, entries, record.note, record.image_count, prompt_tokens)
+    close = text.find(THINK_CLOSE)
+    if close >= 0:
+        reasoning, rest = text[:close], text[close + len(THINK_CLOSE):]
+    else:
+        reasoning, rest = text, ""
+    tag = _TOOL_TAG.search(reasoning) if close < 0 else None
+    if tag is not None:
+        reasoning, rest = reasoning[:tag.start()], reasoning[tag.start():]
+    reasoning = reasoning.replace(THINK_OPEN, "").strip()
+    tag = _TOOL_TAG.search(rest)
+    if tag is None:
+        reasoning = (reasoning + "\n" + rest.strip()).strip() if rest.strip() else reasoning
+        return reasoning, ""
+    before = rest[:tag.start()].strip()
+    if before:
+        reasoning = (reasoning + "\n" + before).strip()
+    return reasoning, _TOOL_TAG.sub("", rest[tag.start():]).strip()
 
 
 def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
@@ -226,8 +219,8 @@ def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
         mask_number=verdict.mask_number,
         total=total,
         verdict=verdict.verdict,
-        fallback=verdict.source == "fallback",
-        reasoning="\n\n---\n\n".join(o.strip() for o in verdict.outputs),
+        fallback=verdict.source != "model",  # no usable verdict, or the check failed: kept either way
+        reasoning="\n\n---\n\n".join([o.strip() for o in verdict.outputs] + ([verdict.error] if verdict.error else [])),
         mask_view=verdict.mask_view,
         zoom_view=verdict.zoom_view,
         seconds=verdict.seconds,
@@ -238,6 +231,8 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
     """The view of a finished round."""
     r = round_record
     thinking = parse_response(r.output, r.finish_reason).thinking if r.output else ""
+    if not thinking:
+        thinking = split_output(r.output)[0]  # no <think> block: the text before the call, markup removed
     result = r.result
     overlay = None
     reply_text = None
@@ -252,11 +247,13 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
     stopped = r.error == "cancelled"  # the agent's marker for a round the user stopped
     failure = (r.error_detail or "backend failure") if r.error == "backend_error" else None
     if r.error and not stopped and failure is None:
-        mistake = f"{r.error}: {r.error_detail}" if r.error_detail else r.error
+        mistake = r.error  # what the model was told (the detail included) is the reply
+        if reply_text is None and r.error_detail:
+            reply_text = r.error_detail
     return RoundView(
         index=r.index,
         max_rounds=max_rounds,
-        reasoning=thinking or r.output,
+        reasoning=thinking,
         streaming=False,
         call_text=call_text(r.call) if r.call is not None else None,
         mistake=mistake,
@@ -271,6 +268,28 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
         output_tokens=r.output_tokens,
         finished_at=finished_at,
     )
+
+
+def timeline_row(round_record: Round, last: bool = False) -> TimelineRow:
+    """The timeline row of a finished round; ``last``: it is the trace's final round (an answer if it ended well)."""
+    r = round_record
+    summary = r.result.summary if r.result is not None else ""
+    if r.error == "cancelled":
+        kind, outcome = "stopped", "stopped by the user"
+    elif r.error == "backend_error":
+        kind, outcome = "failed", f"failed: {r.error_detail or 'backend failure'}"
+    elif r.error:
+        kind, outcome = "mistake", f"mistake: {r.error.replace('_', ' ')}"
+    else:
+        ends = r.result is not None and r.result.ends_run
+        kind, outcome = ("answer" if ends and last else "ok"), summary or "-"
+    return TimelineRow(r.index, r.call.name if r.call is not None else "-", outcome, kind,
+                       r.vlm_seconds + r.tool_seconds, r.prompt_tokens, r.output_tokens)
+
+
+def timeline_rows(trace: Trace) -> list[TimelineRow]:
+    """One row per round of ``trace``, in order."""
+    return [timeline_row(r, i == len(trace.rounds) - 1) for i, r in enumerate(trace.rounds)]
 
 
 def final_mask_rows(masks: Masks | None) -> list[FinalMaskRow]:
@@ -296,9 +315,11 @@ def final_status_line(trace: Trace) -> StatusLine:
     elif status == "max_rounds":
         text = f"Round budget exhausted: no answer {after}."
     elif status == "failed":
-        text = f"Failed {after}: {trace.error or 'unknown error'}"
+        text = sentence(f"Failed {after}: {trace.error or 'unknown error'}")
     elif status == "cancelled":
-        text = f"Stopped {after}: {trace.error or 'stopped by the user'}. The trace so far is kept."
+        why = trace.error or "stopped by the user"
+        reason = "" if why == "stopped by the user" else f": {why}"
+        text = f"Stopped {after}{reason}. The trace so far is kept."
     else:
         text = f"Running: {rounds} round(s) so far."
     return StatusLine(status, text)
@@ -318,13 +339,16 @@ class LiveRound:
     cards: list[VerdictCard] = field(default_factory=list)
 
     def view(self) -> RoundView:
+        # a tag still arriving ("<thi") is held back until it is complete, so markup never flashes
+        reasoning, writing = split_output(_PARTIAL_TAG.sub("", self.text))
         return RoundView(
             index=self.index,
             max_rounds=self.max_rounds,
-            reasoning=self.text,
+            reasoning=reasoning,
             streaming=True,
             call_text=call_text(self.call) if self.call is not None else None,
             cards=tuple(self.cards),
+            writing_call=writing if self.call is None else "",
         )
 
 
@@ -391,6 +415,10 @@ class RunView:
         for missing in trace.rounds[len(self.rounds):]:
             self.rounds.append(round_view(missing, self.max_rounds, self.clock()))
         self.live = None
+        if self.context is not None and self.context.pending:  # the round a fault or a stop ended
+            ended = next((r for r in trace.rounds if r.index == self.context.round_index), None)
+            tokens = ended.prompt_tokens if ended is not None else None
+            self.context = replace(self.context, prompt_tokens=tokens, pending=False)
         self.trace = trace
         self.status = trace.status
         self.error = trace.error

@@ -1,47 +1,120 @@
-"""A VLM served over an OpenAI-compatible chat-completions API (vLLM, SGLang, llama.cpp server...).
+"""A VLM served over an OpenAI-compatible chat-completions API (vLLM, SGLang, Ollama, LiteLLM, DashScope...).
 
-Requests are streamed (server-sent events); images travel as base64 PNG data URLs. Reading runs
-in a helper thread so that a set ``stop`` event ends the call at once, whatever the server does.
+Requests are streamed (server-sent events). Every image is fitted to the Qwen-VL processor limits and
+scaled into the same pixel bounds as the local path (``image_fit``), then sent as a data URL: the user's
+photo as JPEG, rendered views (overlays, mask and zoom views, whose thin outlines and digits must stay
+exact) as PNG. The HTTP side (retries, compressed or non-streamed bodies, error chunks, size limits) is
+``server_stream``; this module owns the request, the per-call deadline and the stop event.
+
+Why not the official ``openai`` client: it would carry retries and timeouts, but several answers real
+servers give are outside what it handles: it reads a JSON body sent to a streaming request as an empty
+stream, passes older vLLM's ``{"object": "error"}`` chunks on as empty chunks, has no deadline for a
+whole call (its timeouts are per read, as ``requests``' are), and offers no way to unblock a read from
+another thread, which a prompt Stop needs. Handling those means reading the raw bytes anyway, so the
+transport stays on ``requests``/``urllib3`` (already required), with the retry rules of the official
+clients (statuses, backoff, ``Retry-After``) written out in ``server_stream``.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import json
 import logging
+import os
 import queue
 import threading
-from typing import Any, Iterator, Sequence
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
 
-import requests
 from PIL import Image
 
 from ..errors import BackendError, InputError
-from ..types import Generation, Message
+from ..types import Generation, ImagePart, Message
 from .base import StreamItem, chat_messages
+from .image_fit import ImageLimits, fit_image
+from .server_stream import END, CompletionReader, Delta, RetryPolicy, ServerRequest
 
 logger = logging.getLogger(__name__)
 
-_STOP_POLL_SECONDS = 0.05  # how often a waiting call checks its stop event
-_BODY_EXCERPT_CHARS = 500  # how much of an HTTP error body goes into the error message
+_STOP_POLL_SECONDS = 0.05  # how often a waiting call checks its stop event and deadline
 _THINK_END = "</think>"
-_READ_SIZE = 65536  # most bytes taken from the socket at once
+JPEG_QUALITY = 92  # the user's photo; visually lossless at the pixel budget the model sees
+PHOTO_PART = "raw"  # ImagePart name of the user's photo (agent and verification messages)
+MAX_CHARS_PER_TOKEN = 32  # client-side cap on a reply: max_tokens x this many characters (Qwen averages ~4)
+MAX_BYTES_PER_TOKEN = 2048  # and on the bytes of its event stream (a chunk per token is ~200-400 bytes)
+_ENCODED_CACHE_ENTRIES = 8  # data URLs kept: the photo recurs in every request of a run
 
-_END = object()  # queue sentinel: the stream is over
+# Timeout settings: flag destination -> environment variable (read by the CLI and the app alike).
+TIMEOUT_ENVIRONMENT = {
+    "connect": "SAM3_AGENT_VLM_SERVER_CONNECT_TIMEOUT",
+    "read": "SAM3_AGENT_VLM_SERVER_READ_TIMEOUT",
+    "deadline": "SAM3_AGENT_VLM_SERVER_DEADLINE",
+}
 
 
-def image_data_url(image: Image.Image) -> str:
-    """A ``data:image/png;base64,...`` URL holding ``image`` losslessly (PNG, its own mode and size)."""
+@dataclass(frozen=True)
+class ServerTimeouts:
+    """Time limits of one call, in seconds.
+
+    Attributes:
+        connect: to open the connection.
+        read: the longest silence while waiting for the answer to start or between two pieces of it
+            (the first piece may wait for a long prompt to be processed).
+        deadline: the whole call, retries included: a server that drips tokens or keep-alive comments
+            forever is stopped here.
+
+    Raises:
+        InputError: a value that is not positive.
+    """
+
+    connect: float = 10.0
+    read: float = 120.0
+    deadline: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "read", "deadline"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"the VLM server {name} timeout must be a positive number of seconds, "
+                                 f"got {getattr(self, name)}")
+
+    @staticmethod
+    def resolve(
+        connect: float | None = None,
+        read: float | None = None,
+        deadline: float | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> "ServerTimeouts":
+        """The given values, else those of the ``TIMEOUT_ENVIRONMENT`` variables, else the defaults.
+
+        Raises:
+            InputError: a variable that is not a number, or a value that is not positive.
+        """
+        env = os.environ if environ is None else environ
+        given = {"connect": connect, "read": read, "deadline": deadline}
+        values: dict[str, float] = {}
+        for name, value in given.items():
+            raw = env.get(TIMEOUT_ENVIRONMENT[name], "").strip()
+            if value is None and raw:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    raise InputError(f"environment variable {TIMEOUT_ENVIRONMENT[name]}={raw!r} is not a number "
+                                     "of seconds") from None
+            if value is not None:
+                values[name] = float(value)
+        return ServerTimeouts(**values)
+
+
+def image_data_url(image: Image.Image, kind: str = "PNG") -> str:
+    """A ``data:image/png;base64,...`` (or ``image/jpeg``) URL holding ``image`` (RGB) encoded as ``kind``."""
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages in the chat-completions format: images as
-    ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`` items (see ``base.chat_messages``)."""
-    return chat_messages(messages, lambda image: {"type": "image_url", "image_url": {"url": image_data_url(image)}})
+    if kind == "JPEG":
+        image.convert("RGB").save(buffer, format="JPEG", quality=JPEG_QUALITY)
+    else:
+        image.save(buffer, format="PNG")
+    return f"data:image/{kind.lower()};base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 class OpenAIServerVLM:
@@ -49,19 +122,29 @@ class OpenAIServerVLM:
 
     Decoding uses temperature 0. Text comes from each chunk's ``delta.content``; a reasoning
     server (vLLM with a reasoning parser) sends the thinking as ``delta.reasoning_content`` (or
-    ``delta.reasoning``): that text is streamed too, and ``</think>`` is inserted where the
-    answer begins, so the text has the form a Thinking model writes itself
-    (``reasoning</think>answer``, opening tag already in the prompt).
+    ``delta.reasoning``): that text is streamed too, ``</think>`` is inserted where the answer begins,
+    and the ``Generation`` is marked ``starts_in_reasoning`` (the text has the form a Thinking model
+    writes after a template that opened ``<think>``; an answer that ended inside the reasoning holds
+    only reasoning and runs nothing).
 
     Args:
         base_url: the API root, e.g. ``"http://127.0.0.1:8000/v1"``.
         model: the served model name sent as ``"model"``.
         api_key: sent as ``Authorization: Bearer ...`` when given.
-        timeout: seconds to connect and to wait for each piece of the answer.
-        max_new_tokens: default output-token limit (``max_tokens``) of a call.
+        timeouts: connect / read timeouts and the deadline of a call (``ServerTimeouts``).
+        max_new_tokens: default output-token limit (``max_tokens``) of a call; also bounds, on this side,
+            the characters taken from an answer (``MAX_CHARS_PER_TOKEN`` per token).
+        min_pixels / max_pixels: pixel bounds every image is scaled into before it is sent (``None``: the
+            local path's defaults, ``image_fit.DEFAULT_MIN_PIXELS`` / ``DEFAULT_MAX_PIXELS``).
+        retry: how failed attempts are retried (``server_stream.RetryPolicy``).
+
+    Attributes:
+        image_limits: the limits every image is fitted to.
+        sends_stream_options: False once the server refused ``stream_options`` (then never sent again).
 
     Raises:
-        InputError: ``base_url`` without ``http://``/``https://``, or ``max_new_tokens`` below 1.
+        InputError: ``base_url`` without ``http://``/``https://``, ``max_new_tokens`` below 1, or bad
+            pixel bounds.
     """
 
     def __init__(
@@ -69,8 +152,12 @@ class OpenAIServerVLM:
         base_url: str,
         model: str,
         api_key: str | None = None,
-        timeout: float = 120.0,
+        timeouts: ServerTimeouts | None = None,
         max_new_tokens: int = 1024,
+        *,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise InputError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -80,24 +167,43 @@ class OpenAIServerVLM:
         self.model = model
         self.name = model
         self.api_key = api_key
-        self.timeout = timeout
+        self.timeouts = timeouts or ServerTimeouts()
         self.max_new_tokens = max_new_tokens
+        self.image_limits = ImageLimits.with_bounds(min_pixels, max_pixels)
+        self.retry = retry or RetryPolicy()
+        self.sends_stream_options = True
+        self._encoded: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._encoded_lock = threading.Lock()
 
     @property
     def url(self) -> str:
         """The chat-completions endpoint."""
         return self.base_url + "/chat/completions"
 
+    @property
+    def where(self) -> str:
+        """How messages name this server."""
+        return f"the VLM server at {self.base_url} (model {self.model})"
+
+    def to_openai_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """Messages in the chat-completions format (see ``base.chat_messages``), images as
+        ``{"type": "image_url", "image_url": {"url": "data:image/...;base64,..."}}`` items, fitted and encoded."""
+        urls = iter([self._data_url(part) for message in messages for part in message.images])
+        # chat_messages asks for the images in the same order (messages, then parts)
+        return chat_messages(messages, lambda image: {"type": "image_url", "image_url": {"url": next(urls)}})
+
     def request_body(self, messages: Sequence[Message], max_new_tokens: int | None = None) -> dict[str, Any]:
         """The JSON body sent for ``messages``."""
-        return {
+        body: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai_messages(messages),
+            "messages": self.to_openai_messages(messages),
             "stream": True,
-            "stream_options": {"include_usage": True},
             "temperature": 0,
             "max_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
         }
+        if self.sends_stream_options:
+            body["stream_options"] = {"include_usage": True}
+        return body
 
     def stream(
         self,
@@ -108,186 +214,114 @@ class OpenAIServerVLM:
     ) -> Iterator[StreamItem]:
         """Send the conversation and yield the answer in pieces, then one ``Generation``.
 
-        ``finish_reason`` is ``"length"`` when the server says so, ``"cancelled"`` when ``stop``
-        was set (the connection is closed at once), else ``"stop"``. Token counts come from the
-        server's usage report (``None`` when it sends none).
+        ``finish_reason`` is ``"length"`` when the server says so or the answer outgrew what
+        ``max_tokens`` allows, ``"cancelled"`` when ``stop`` was set (the connection is closed at once),
+        else ``"stop"``. Token counts come from the server's usage report (``None`` when it sends none).
 
         Raises:
-            BackendError: the server cannot be reached, times out, answers an HTTP error (the
-                message includes the start of its body), reports an error in the stream, or ends
-                the stream without a finish reason.
+            BackendError: the server cannot be reached, answers an HTTP error (after the retries), sends a
+                malformed or error chunk, falls silent past the read timeout, ends the stream early, or the
+                call outlasts its deadline; the message says which, with the server's words where it sent any.
         """
         stop = stop if stop is not None else threading.Event()
         if stop.is_set():
             yield Generation("", "cancelled", None, 0)
             return
-        body = self.request_body(messages, max_new_tokens)
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-
-        events: queue.Queue = queue.Queue()
-        holder: dict[str, requests.Response] = {}
-        reader = threading.Thread(
-            target=self._read, args=(body, headers, events, holder), name=f"sse[{self.model}]", daemon=True
-        )
-        reader.start()
+        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        request = self._request(messages, limit)
+        events: queue.Queue[Any] = queue.Queue()
+        halt = threading.Event()
+        reader = CompletionReader(request, events, halt)
+        thread = threading.Thread(target=reader.run, name=f"sse[{self.model}]", daemon=True)
+        deadline = time.monotonic() + self.timeouts.deadline
+        thread.start()
         pieces: list[str] = []
         finish: str | None = None
         usage: dict[str, Any] = {}
-        in_reasoning = False
-        cancelled = False
+        in_reasoning = reasoned = cancelled = False
         try:
             while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BackendError(
+                        f"{self.where} did not finish its answer within {self.timeouts.deadline:g} s (the deadline "
+                        f"of one call; {sum(map(len, pieces))} characters had arrived): raise it with "
+                        f"--vlm-server-deadline or {TIMEOUT_ENVIRONMENT['deadline']}"
+                    )
                 try:
-                    event = events.get(timeout=_STOP_POLL_SECONDS)
+                    event = events.get(timeout=min(_STOP_POLL_SECONDS, left))
                 except queue.Empty:
                     if stop.is_set():
                         cancelled = True
                         break
                     continue
-                if event is _END:
+                if event is END:
                     break
                 if isinstance(event, BackendError):
                     raise event
                 if stop.is_set():
                     cancelled = True
                     break
-                if event.get("usage"):
-                    usage = event["usage"]
-                for choice in event.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    content = delta.get("content") or ""
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-                    piece = ""
-                    if reasoning:
-                        piece, in_reasoning = reasoning, True
-                    if content:
-                        piece += (_THINK_END if in_reasoning else "") + content
-                        in_reasoning = False
-                    if piece:
-                        pieces.append(piece)
-                        yield piece
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
+                delta: Delta = event
+                usage = delta.usage or usage
+                piece = ""
+                if delta.reasoning:
+                    piece, in_reasoning, reasoned = delta.reasoning, True, True
+                if delta.content:
+                    piece += (_THINK_END if in_reasoning else "") + delta.content
+                    in_reasoning = False
+                if piece:
+                    pieces.append(piece)
+                    yield piece
+                finish = delta.finish_reason or finish
         finally:
-            if reader.is_alive():
-                _interrupt(holder.get("response"))  # stopped early: end the read, so the server stops too
+            halt.set()
+            if thread.is_alive():
+                reader.interrupt()  # stopped early: end the read, so the server stops too
 
         prompt_tokens = usage.get("prompt_tokens")
         output_tokens = usage.get("completion_tokens")
+        text = "".join(pieces)
         if cancelled:
-            yield Generation("".join(pieces), "cancelled", prompt_tokens, output_tokens)
+            yield Generation(text, "cancelled", prompt_tokens, output_tokens, reasoned)
             return
-        if finish is None:
-            raise BackendError(
-                f"the VLM server at {self.base_url} (model {self.model}) ended the stream without a finish reason "
-                "(connection dropped?): check the server log"
-            )
-        yield Generation("".join(pieces), "length" if finish == "length" else "stop", prompt_tokens, output_tokens)
+        if finish is None:  # the reader always ends with a finish reason or an error; guard anyway
+            raise BackendError(f"{self.where} ended the answer without a finish reason: check the server log")
+        yield Generation(text, "length" if finish == "length" else "stop", prompt_tokens, output_tokens, reasoned)
 
-    # ------------------------------------------------------------------ reader thread
+    # ------------------------------------------------------------------ internals
 
-    def _read(
-        self,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        events: "queue.Queue[Any]",
-        holder: dict[str, requests.Response],
-    ) -> None:
-        """POST the request and put each decoded SSE chunk on ``events``, then ``_END``.
+    def _request(self, messages: Sequence[Message], limit: int) -> ServerRequest:
+        body = self.request_body(messages, limit)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        logger.debug("request to %s with %d image(s)", self.where, sum(len(m.images) for m in messages))
 
-        Errors are put on the queue as ``BackendError`` (then ``_END``); nothing is raised here.
-        """
-        where = f"the VLM server at {self.base_url} (model {self.model})"
-        try:
-            response = requests.post(self.url, json=body, headers=headers, stream=True, timeout=self.timeout)
-            holder["response"] = response
-            if response.status_code >= 400:
-                excerpt = response.text[:_BODY_EXCERPT_CHARS].strip()
-                raise BackendError(
-                    f"{where} answered HTTP {response.status_code} {response.reason}: {excerpt or '(empty body)'}"
-                    + _http_hint(response.status_code, self.model)
-                )
-            for line in _lines(response):
-                if not line or not line.startswith("data:"):
-                    continue  # blank separators, ": keep-alive" comments, "event:" lines
-                data = line[len("data:"):].strip()
-                if data == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(data)
-                except json.JSONDecodeError:
-                    raise BackendError(f"{where} sent a malformed stream chunk: {data[:200]!r}") from None
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise BackendError(f"{where} reported an error: {json.dumps(chunk['error'])[:_BODY_EXCERPT_CHARS]}")
-                if isinstance(chunk, dict):
-                    events.put(chunk)
-        except BackendError as exc:
-            events.put(exc)
-        except requests.exceptions.ConnectionError as exc:
-            if "response" in holder:  # connected, then lost (or closed by us on stop)
-                events.put(BackendError(f"{where} closed the connection mid-answer: {exc}"))
-            else:
-                events.put(BackendError(
-                    f"cannot reach {where}: is it running? start it with `vllm serve {self.model}` "
-                    f"and check the URL ({type(exc).__name__})"
-                ))
-        except requests.exceptions.Timeout as exc:
-            events.put(BackendError(
-                f"{where} did not answer within {self.timeout:g} s: the server may be overloaded or the "
-                f"request too large; raise the timeout or reduce the image size ({type(exc).__name__})"
-            ))
-        except requests.exceptions.RequestException as exc:
-            events.put(BackendError(f"request to {where} failed: {type(exc).__name__}: {exc}"))
-        except Exception as exc:  # e.g. a socket error after we closed the response on stop
-            events.put(BackendError(f"reading the answer of {where} failed: {type(exc).__name__}: {exc}"))
-        finally:
-            if "response" in holder:
-                holder["response"].close()  # here, not in the caller: close() waits for a blocked read
-            events.put(_END)
+        def stream_options_rejected() -> None:
+            self.sends_stream_options = False
 
+        return ServerRequest(
+            url=self.url, body=body, headers=headers, where=self.where, connect_timeout=self.timeouts.connect,
+            read_timeout=self.timeouts.read, retry=self.retry, max_chars=limit * MAX_CHARS_PER_TOKEN,
+            max_bytes=1024**2 + limit * MAX_BYTES_PER_TOKEN, on_stream_options_rejected=stream_options_rejected,
+            unreachable_hint=f"is it running? start it with `vllm serve {self.model}` (see the README) and check "
+            "the URL, which usually ends in /v1",
+        )
 
-def _interrupt(response: requests.Response | None) -> None:
-    """Unblock a read of ``response`` running in another thread (socket shut down for reading).
-
-    The reading thread then sees the end of the body and closes the connection, which tells the
-    server to abort the request. Does nothing before the response headers arrived.
-    """
-    if response is None:
-        return
-    try:
-        response.raw.shutdown()  # urllib3 >= 2.3
-    except (AttributeError, ValueError, RuntimeError, OSError) as exc:
-        logger.debug("could not interrupt the read of a cancelled request: %s", exc)
-
-
-def _lines(response: requests.Response) -> Iterator[str]:
-    """The lines of a streamed body as soon as each is complete (``\r\n`` or ``\n`` endings).
-
-    ``iter_lines`` waits for 512-byte blocks on close-delimited bodies; ``read1`` returns what
-    has arrived (urllib3 2), with chunked transfer encoding and content encodings undone.
-    """
-    raw = response.raw
-    if not hasattr(raw, "read1"):  # urllib3 1.x
-        yield from response.iter_lines(decode_unicode=True)
-        return
-    buffer = b""
-    while True:
-        data = raw.read1(_READ_SIZE)
-        if not data:
-            break
-        buffer += data
-        *complete, buffer = buffer.split(b"\n")
-        for line in complete:
-            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
-    if buffer:
-        yield buffer.rstrip(b"\r").decode("utf-8", errors="replace")
-
-
-def _http_hint(status: int, model: str) -> str:
-    if status in (401, 403):
-        return " (check the API key)"
-    if status == 404:
-        return f" (check the base URL, usually ending in /v1, and that the server serves the model {model!r})"
-    return ""
+    def _data_url(self, part: ImagePart) -> str:
+        """The data URL of one image: fitted and scaled into the pixel bounds; JPEG for the photo, PNG for the
+        rendered views. Remembered per image content (the photo recurs in every request)."""
+        kind = "JPEG" if part.name == PHOTO_PART else "PNG"
+        key = (part.digest, kind)
+        with self._encoded_lock:
+            url = self._encoded.get(key)
+            if url is not None:
+                self._encoded.move_to_end(key)
+                return url
+        url = image_data_url(fit_image(part.image, self.image_limits, resize=True), kind)
+        with self._encoded_lock:
+            self._encoded[key] = url
+            while len(self._encoded) > _ENCODED_CACHE_ENTRIES:
+                self._encoded.popitem(last=False)
+        return url

@@ -1,11 +1,15 @@
-"""Loading checks and error messages for local Qwen-VL models: what went wrong, named, with the fix."""
+"""Loading local Qwen-VL models (checked, straight to the device) and their error messages: what went wrong, named,
+with the fix."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import torch
 
 from ..errors import BackendError, is_out_of_memory
+from ..model_loading import load_checked
 
 DEFAULT_VLM_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
 
@@ -38,9 +42,27 @@ def check_local_folder(model_id: str) -> None:
         )
 
 
+def load_qwen_model(model_id: str, device: str, dtype: torch.dtype) -> Any:
+    """``AutoModelForImageTextToText`` from ``model_id`` in ``dtype`` on ``device``, straight onto the device and
+    with every weight present (``model_loading.load_checked``), in eval mode.
+
+    Raises:
+        BackendError: the files cannot be read, weights are missing or misshapen, or the model does not fit (the
+            message names the model and the fix).
+    """
+    from transformers import AutoModelForImageTextToText
+
+    try:
+        return load_checked(AutoModelForImageTextToText, model_id, model_id, "the VLM", device, dtype)
+    except BackendError:
+        raise
+    except (OSError, ValueError, RuntimeError, AssertionError) as exc:
+        raise BackendError(load_error_message(model_id, device, exc)) from exc
+
+
 def load_error_message(model_id: str, device: str, exc: BaseException) -> str:
     """A one-paragraph explanation of a failed load, naming the model and the fixes."""
-    text = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+    text = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else "no details"
     lowered = str(exc).lower()
     if is_out_of_memory(exc):
         return (
@@ -60,7 +82,7 @@ def generation_error_message(name: str, exc: BaseException) -> str:
     """One line for a failed generation; out-of-memory errors say what to reduce."""
     if is_out_of_memory(exc):
         return (
-            f"{name} ran out of memory while generating: reduce max_pixels (fewer image tokens), "
-            f"max_new_tokens, or use a smaller model ({type(exc).__name__}: {exc})"
+            f"{name} ran out of memory while generating: reduce max_pixels (fewer image tokens), max_new_tokens or "
+            f"the verification batch size, or use a smaller model ({str(exc).strip().splitlines()[0]})"
         )
-    return f"{name} failed while generating: {type(exc).__name__}: {exc}"
+    return f"{name} failed while generating: {str(exc).strip() or 'no details'}"

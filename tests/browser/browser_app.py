@@ -29,9 +29,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+TINY_ARGS = ("--preset", "tiny", "--script", str(SCRIPT), "--max-rounds", "10")
+
+
 @contextlib.contextmanager
-def running_app(log_dir: Path, env_extra: dict[str, str]) -> Iterator[str]:
-    """``app.py --preset tiny --script tests/data/ui_script.json`` on a free port; yields its URL."""
+def running_app(log_dir: Path, env_extra: dict[str, str], args: tuple[str, ...] = TINY_ARGS) -> Iterator[str]:
+    """``app.py`` with ``args`` (default: ``--preset tiny --script tests/data/ui_script.json``) on a free port; yields
+    its URL."""
     port = free_port()
     log_path = log_dir / "app.log"
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
@@ -39,8 +43,7 @@ def running_app(log_dir: Path, env_extra: dict[str, str]) -> Iterator[str]:
     env.update(env_extra)
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, str(ROOT / "app.py"), "--preset", "tiny", "--script", str(SCRIPT), "--port", str(port),
-             "--max-rounds", "10"],
+            [sys.executable, str(ROOT / "app.py"), *args, "--port", str(port)],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}/"
@@ -64,9 +67,14 @@ def running_app(log_dir: Path, env_extra: dict[str, str]) -> Iterator[str]:
             process.kill()
 
 
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
 @contextlib.contextmanager
-def open_page(url: str, profile: Path, init_script: str | None = None):
-    """A Playwright page on ``url`` in headless Chromium (fresh profile, 1600x1000, downloads allowed)."""
+def open_page(url: str, profile: Path, init_script: str | None = None, viewport: dict[str, int] | None = None):
+    """A Playwright page on ``url`` in headless Chromium (fresh profile, ``viewport`` (default 1600x1000; a phone's
+    size also gets touch and a mobile user agent), downloads allowed)."""
     from playwright.sync_api import expect, sync_playwright
 
     # Actions wait up to 30 s (below); assertions default to 5 s, too short on a 2-core machine that is busy
@@ -75,9 +83,11 @@ def open_page(url: str, profile: Path, init_script: str | None = None):
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
+        size = viewport or {"width": 1600, "height": 1000}
+        phone = size["width"] < 600
         context = playwright.chromium.launch_persistent_context(
             str(profile), executable_path=str(CHROMIUM), args=BROWSER_FLAGS, headless=True,
-            viewport={"width": 1600, "height": 1000}, accept_downloads=True,
+            viewport=size, accept_downloads=True, is_mobile=phone, has_touch=phone,
         )
         try:
             page = context.new_page()
@@ -98,3 +108,39 @@ def download(page, container: str, name: str, folder: Path) -> Path:
     target = folder / name
     info.value.save_as(str(target))
     return target
+
+
+CONTRAST = """
+(el) => {
+  // WCAG contrast of an element's text against what is behind it: colours blended with every ancestor's opacity
+  // and the first opaque background up the tree (white when none).
+  const parse = (c) => (c.match(/[0-9.]+/g) || [0, 0, 0, 0]).map(Number);
+  let [r, g, b, a] = parse(getComputedStyle(el).color);
+  if (a === undefined) a = 1;
+  let alpha = a;
+  for (let n = el; n; n = n.parentElement) alpha *= Number(getComputedStyle(n).opacity);
+  let back = [255, 255, 255];
+  for (let n = el; n; n = n.parentElement) {
+    const [br, bg, bb, ba] = parse(getComputedStyle(n).backgroundColor);
+    if (ba === undefined || ba > 0.5) { back = [br, bg, bb]; break; }
+  }
+  const text = [r, g, b].map((v, i) => v * alpha + back[i] * (1 - alpha));
+  const lum = (rgb) => { const s = rgb.map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * s[0] + 0.7152 * s[1] + 0.0722 * s[2]; };
+  const [hi, lo] = [lum(text), lum(back)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+"""
+
+
+def contrast(page, selector: str) -> float:
+    """The WCAG contrast ratio of the first element matching ``selector`` (see ``CONTRAST``)."""
+    return float(page.locator(selector).first.evaluate(CONTRAST))
+
+
+def in_view(page, selector: str) -> bool:
+    """True when the element is wholly inside the browser window as it is scrolled now."""
+    box = page.locator(selector).first.bounding_box()
+    size = page.viewport_size
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= size["height"] and box["x"] >= 0 \
+        and box["x"] + box["width"] <= size["width"]

@@ -1,4 +1,5 @@
-"""The app in headless Chromium: a full run streaming, the context panel, Stop, download, trace inspection.
+"""The app in headless Chromium: a full run streaming, the context panel and why messages were dropped, Stop,
+download, trace inspection with its timeline.
 
 Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (random tiny SAM 3, scripted
 VLM) and drives it with Playwright. Screenshots go to test-output/screenshots/ and the measured delay
@@ -20,7 +21,7 @@ if not Path("/usr/bin/chromium").exists():
                 allow_module_level=True)
 
 import browser_app
-from browser_app import ROOT, SHOTS, open_page, running_app
+from browser_app import ROOT, SHOTS, contrast, open_page, running_app
 from playwright.sync_api import Page, expect
 
 from sam3_agent.trace_io import load_trace
@@ -75,17 +76,24 @@ def finished_run(page, tmp_path_factory):
     page.screenshot(path=str(SHOTS / "02_run_done.png"), full_page=True)
     page.locator("#context-panel").screenshot(path=str(SHOTS / "03_context_panel.png"))
     trace_path = download(page, "trace.zip", tmp_path_factory.mktemp("downloads"))
-    round_texts = page.locator("#rounds section.round").all_inner_texts()
-    return trace_path, round_texts
+    return trace_path, [round_facts(page, f'#rounds section.round[data-round="{n}"]') for n in range(1, 5)]
+
+
+def round_facts(page: Page, selector: str) -> tuple[str, str, str]:
+    """What a round shows at a glance: its head, its tool call and its reply (or summary)."""
+    section = page.locator(selector)
+    return (section.locator(".round-head b").inner_text(), section.locator(".tool-call").inner_text(),
+            section.locator(".tool-reply pre, .tool-summary").first.text_content())
 
 
 def test_rounds_stream_in_with_reasoning_calls_overlays_and_verdict_cards(page, finished_run):
     rounds = page.locator("#rounds section.round")
     expect(rounds).to_have_count(4)
     calls = page.locator("#rounds .tool-call code").all_inner_texts()
-    assert calls == ['segment_phrase(text_prompt="cup")', 'segment_phrase(text_prompt="coffee cup")',
-                     "examine_each_mask()", "select_masks_and_return(final_answer_masks=[1])"]
-    assert "start broad and narrow down" in page.locator("#rounds .reasoning-text").first.text_content()
+    assert calls == ["select_masks_and_return(final_answer_masks=[1])", "examine_each_mask()",  # newest first
+                     'segment_phrase(text_prompt="coffee cup")', 'segment_phrase(text_prompt="cup")']
+    first = page.locator('#rounds section.round[data-round="1"] .reasoning-text').text_content()
+    assert "start broad and narrow down" in first and "<think>" not in first
     expect(page.locator("#rounds img.overlay")).to_have_count(3)
     cards = page.locator('#rounds section[data-round="3"] .verdict-card')
     expect(cards).to_have_count(1)
@@ -96,16 +104,41 @@ def test_rounds_stream_in_with_reasoning_calls_overlays_and_verdict_cards(page, 
     expect(page.locator("#live-round section")).to_have_count(0)
 
 
-def test_context_panel_greys_out_the_messages_dropped_after_a_second_phrase(page, finished_run):
+def test_context_panel_greys_out_the_messages_dropped_after_a_second_phrase_and_says_why(page, finished_run):
     panel = page.locator("#context-panel")
     expect(panel.locator(".ctx-head")).to_contain_text("Context of round 4")
     dropped = panel.locator(".ctx-msg.ctx-dropped")
     assert [int(i) for i in dropped.evaluate_all("els => els.map(e => e.dataset.index)")] == [2, 3]
-    opacity = float(dropped.first.evaluate("e => getComputedStyle(e).opacity"))
-    assert opacity < 0.6
+    run = panel.locator("details.ctx-run")
+    expect(run.locator(":scope > summary")).to_have_text(
+        "2 messages dropped (#2 to #3): before the latest segment_phrase: its masks no longer exist")
+    expect(dropped.first).to_be_hidden()  # the run is collapsed
+    run.locator(":scope > summary").click()
+    expect(dropped.first).to_be_visible()
+    expect(dropped.first.locator(".ctx-reason")).to_have_text(
+        "Why: before the latest segment_phrase: its masks no longer exist")
+    expect(panel.locator('.ctx-msg.ctx-image-text[data-index="5"] .ctx-reason')).to_have_text(
+        "Why: its overlay shows masks that no longer exist: at most 2 images are sent, the raw image and the "
+        "current masks' overlay")
+    page.locator("#context-panel").screenshot(path=str(SHOTS / "03_context_panel_why_dropped.png"))
+    # greyed out, yet every word readable (WCAG AA: 4.5:1), and the tag too
+    assert contrast(page, "#context-panel .ctx-dropped .ctx-text") >= 4.5
+    assert contrast(page, "#context-panel .ctx-dropped .ctx-tag") >= 4.5
+    assert contrast(page, "#rounds .round-cost") >= 4.5
     expect(panel.locator(".ctx-note")).to_contain_text('"cup"')
     expect(panel.locator(".ctx-image-count")).to_have_text("2 images")
     expect(panel.locator(".ctx-msg.ctx-image-text")).to_have_count(1)
+    # the message list is a region the keyboard reaches
+    assert panel.locator(".ctx-scroll").get_attribute("tabindex") == "0"
+
+
+def test_any_rounds_context_opens_from_its_round(page, finished_run):
+    page.locator('#rounds section.round[data-round="1"] button.ctx-open').click()
+    panel = page.locator("#context-panel")
+    expect(panel.locator(".ctx-head")).to_contain_text("Context of round 1 (latest: round 4)")
+    expect(panel.locator(".ctx-msg")).to_have_count(2)
+    page.locator('#rounds section.round[data-round="4"] button.ctx-open').click()
+    expect(panel.locator(".ctx-head")).to_contain_text("Context of round 4:")
 
 
 def test_rounds_appear_soon_after_they_end(page, finished_run):
@@ -131,7 +164,7 @@ def test_stop_ends_a_run_while_it_streams_and_keeps_its_trace(page, finished_run
     expect(page.locator("#rounds section.round")).to_have_count(0)  # the page was cleared for the new run
     clicked = time.monotonic()
     page.click("#stop-btn")
-    page.wait_for_selector("#status .status-cancelled", timeout=10_000)
+    page.wait_for_selector("#status .status-cancelled", timeout=10_000)  # after "Stopping", at once
     elapsed = time.monotonic() - clicked
     page.screenshot(path=str(SHOTS / "04_stopped.png"))
     assert elapsed < 3.0
@@ -143,16 +176,19 @@ def test_stop_ends_a_run_while_it_streams_and_keeps_its_trace(page, finished_run
 
 def test_a_downloaded_trace_steps_through_the_same_rounds_in_the_inspection_tab(page, finished_run):
     page.get_by_role("tab", name="Inspect a trace").click()
+    expect(page.locator("#round-nav")).to_be_hidden()  # nothing to step through yet
     trace_path, live_texts = finished_run
     page.set_input_files("#trace-file input[type=file]", str(trace_path))
     expect(page.locator('#inspect-round section.round[data-round="1"]')).to_be_visible(timeout=20_000)
-    assert page.locator("#inspect-round section.round").inner_text() == live_texts[0]
+    # the same round, with its reasoning open here (a trace is read, not watched)
+    expect(page.locator("#inspect-round .reasoning-text")).to_be_visible()
+    assert round_facts(page, "#inspect-round section.round") == live_texts[0]
     expect(page.locator("#inspect-status")).to_contain_text("Done: 1 mask selected after 4 rounds.")
     expect(page.locator("#inspect-round .tool-call code")).to_have_text('segment_phrase(text_prompt="cup")')
     page.click("#next-round")
     page.click("#next-round")
     expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
-    assert page.locator("#inspect-round section.round").inner_text() == live_texts[2]
+    assert round_facts(page, "#inspect-round section.round") == live_texts[2]
     expect(page.locator("#inspect-round .verdict-card")).to_have_count(1)
     expect(page.locator("#inspect-context .ctx-msg.ctx-dropped")).to_have_count(2)
     expect(page.locator("#inspect-context .ctx-note")).to_contain_text('"cup"')
@@ -162,6 +198,23 @@ def test_a_downloaded_trace_steps_through_the_same_rounds_in_the_inspection_tab(
         "select_masks_and_return(final_answer_masks=[1])")
     page.click("#prev-round")
     expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
+
+
+def test_a_timeline_row_opens_its_round_and_a_wrong_number_is_a_message(page, finished_run):
+    # continues in the Inspect tab with the trace loaded by the test above
+    timeline = page.locator("#timeline table.timeline")
+    expect(timeline.locator("tbody tr")).to_have_count(4)
+    expect(timeline.locator('tr[data-round="4"]')).to_contain_text("select_masks_and_return")
+    timeline.locator('tr[data-round="2"] td').nth(2).click()
+    expect(page.locator('#inspect-round section.round[data-round="2"]')).to_be_visible()
+    expect(timeline.locator("tr.timeline-current")).to_have_attribute("data-round", "2")
+    page.screenshot(path=str(SHOTS / "06_inspect_timeline_round2.png"), full_page=True)
+    number = page.locator("#round-number input")
+    number.fill("9")
+    number.press("Enter")
+    expect(page.locator("#inspect-round .status-error")).to_have_text(
+        "There is no round 9: this trace has rounds 1 to 4. Pick one in the timeline.")
+    page.screenshot(path=str(SHOTS / "07_inspect_round_out_of_range.png"), full_page=True)
 
 
 def test_a_file_that_is_not_a_trace_is_refused_with_a_message(page, finished_run, tmp_path):

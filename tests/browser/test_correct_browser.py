@@ -1,4 +1,5 @@
-"""The Correct view in headless Chromium: after a run, paint, click, toggle, undo, export and re-import.
+"""The Correct tab in headless Chromium: after a run, paint, zoom, click, toggle, keyboard shortcuts, undo, export and
+re-import.
 
 Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (random tiny SAM 3 and SAM 3 point model,
 scripted VLM) the same way as ``test_app_browser.py`` and drives it with Playwright on a real photo (coffee.jpg,
@@ -8,6 +9,7 @@ scripted VLM) the same way as ``test_app_browser.py`` and drives it with Playwri
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,7 @@ from pycocotools.coco import COCO
 
 from sam3_agent.edits import BrushStroke, ClickMask
 from sam3_agent.export import load_bundle
+from sam3_agent.ui.correct_layout import DEFAULT_BRUSH_PX
 
 PHOTO = ROOT / "assets" / "coffee.jpg"  # 600 x 400
 CLICK = (300, 120)  # image pixels of the point click
@@ -47,33 +50,42 @@ def status_says(page: Page, text: str) -> None:
     expect(page.locator("#correct-status")).to_contain_text(text)
 
 
-def click_image(page: Page, selector: str, x: int, y: int) -> None:
-    """Click image pixel (x, y) of the <img> in ``selector`` (shown scaled and letterboxed: object-fit contain)."""
-    image = page.locator(f"{selector} img")
+def on_canvas(page: Page, x: float, y: float) -> tuple[float, float]:
+    """The screen position of image pixel (x, y)'s centre on the canvas, at whatever zoom and pan it shows."""
+    image = page.locator("#correct-canvas img.cv-image")
     box = image.bounding_box()
-    natural_w, natural_h = image.evaluate("e => [e.naturalWidth, e.naturalHeight]")
-    scale = min(box["width"] / natural_w, box["height"] / natural_h)
-    left = box["x"] + (box["width"] - natural_w * scale) / 2
-    top = box["y"] + (box["height"] - natural_h * scale) / 2
-    page.mouse.click(left + (x + 0.5) * scale, top + (y + 0.5) * scale)
+    width, height = (float(image.get_attribute(a)) for a in ("width", "height"))
+    return box["x"] + (x + 0.5) * box["width"] / width, box["y"] + (y + 0.5) * box["height"] / height
 
 
-def editor_zoom(page: Page) -> str:
-    return page.locator("#correct-editor span").filter(has_text="%").first.inner_text().strip()
+def bring_canvas_into_view(page: Page) -> None:
+    """What a person does before clicking on the canvas: scroll until it shows."""
+    page.locator("#correct-canvas .cv-viewport").scroll_into_view_if_needed()
 
 
-def drag_on_editor(page: Page, points: list[tuple[int, int]], width: int, height: int) -> None:
-    """Drag the brush through image pixels ``points`` on the ImageEditor canvas (the image is centred at the zoom
-    the editor shows)."""
-    zoom = float(editor_zoom(page).rstrip("%")) / 100
-    canvas = page.locator("#correct-editor canvas").first.bounding_box()
-    left = canvas["x"] + (canvas["width"] - width * zoom) / 2
-    top = canvas["y"] + (canvas["height"] - height * zoom) / 2
-    page.mouse.move(left + points[0][0] * zoom, top + points[0][1] * zoom)
+def click_canvas(page: Page, x: float, y: float) -> None:
+    bring_canvas_into_view(page)
+    page.mouse.click(*on_canvas(page, x, y))
+
+
+def drag_on_canvas(page: Page, points: list[tuple[int, int]]) -> None:
+    """Drag the brush through image pixels ``points``."""
+    bring_canvas_into_view(page)
+    page.mouse.move(*on_canvas(page, *points[0]))
     page.mouse.down()
-    for x, y in points[1:]:  # few moves: each one redraws the canvas, slowly in software WebGL
-        page.mouse.move(left + x * zoom, top + y * zoom)
+    for x, y in points[1:]:
+        page.mouse.move(*on_canvas(page, x, y), steps=4)
     page.mouse.up()
+
+
+def zoom_level(page: Page) -> int:
+    return int(page.locator("#correct-canvas .cv-level").inner_text().rstrip("%"))
+
+
+def press(page: Page, key: str) -> None:
+    """A keyboard shortcut, typed with the focus on the page (not in a text field)."""
+    page.locator("#correct-shortcuts").click()
+    page.keyboard.press(key)
 
 
 def download(page: Page, button: str, name: str, folder: Path) -> Path:
@@ -84,47 +96,51 @@ def download(page: Page, button: str, name: str, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def corrected(page, tmp_path_factory):
-    """A run, then in the Correct view: a brush stroke (new mask 2), nothing selected, a point click (new mask 3),
-    mask 1 hidden then shown again with Undo; the COCO export and the bundle."""
+    """A run, then in the Correct tab: a brush stroke (new mask 2), Esc (nothing selected), zoom in, a point click
+    (new mask 3), mask 1 hidden then shown again with the Z key; the COCO export and the bundle."""
     folder = tmp_path_factory.mktemp("downloads")
     page.set_input_files("#input-image input[type=file]", str(PHOTO))
     page.wait_for_selector("#input-image img")
     page.fill("#query textarea", "the cup on the saucer")
     page.click("#run-btn")
     page.wait_for_selector("#status .status-done", timeout=120_000)
-    page.get_by_role("tab", name="Correct").click()
-    empty_zoom = editor_zoom(page)  # the editor before it has an image
-    page.get_by_role("tab", name="Run").click()
 
     page.click("#correct-run-btn")
     status_says(page, "Corrected answer: 1 mask (the agent chose 1).")
-    expect(page.locator("#correct-agent-overlay img")).to_be_visible()
-    page.wait_for_function(  # the brush canvas has taken the photo
-        "z => Array.from(document.querySelectorAll('#correct-editor span')).some("
-        "e => /^[0-9]+%$/.test(e.textContent.trim()) && e.textContent.trim() !== z)", arg=empty_zoom)
+    expect(page.locator("#correct-canvas img.cv-image")).to_be_visible()
+    expect(page.locator("#correct-canvas .cv-level")).to_have_text(re.compile(r"^[0-9]+%$"))
+    expect(page.locator("#correct-shortcuts")).to_contain_text("Z / Ctrl+Z undo")  # the keys are on the page
+    page.locator("#correct-canvas .cv-viewport").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "correct_01_loaded.png"), full_page=True)
 
-    drag_on_editor(page, [(STROKE_X0, STROKE_Y), ((STROKE_X0 + STROKE_X1) // 2, STROKE_Y), (STROKE_X1, STROKE_Y)],
-                   600, 400)
-    page.locator("#correct-editor").screenshot(path=str(SHOTS / "correct_02_stroke.png"))
-    page.click("#paint-btn")
+    press(page, "5")  # the Paint tool
+    expect(page.locator("#canvas-tool input[type=radio]").nth(4)).to_be_checked()
+    drag_on_canvas(page, [(STROKE_X0, STROKE_Y), ((STROKE_X0 + STROKE_X1) // 2, STROKE_Y), (STROKE_X1, STROKE_Y)])
     status_says(page, "Last edit: paint a new mask.")
+    page.locator("#correct-canvas").screenshot(path=str(SHOTS / "correct_02_stroke.png"))
 
-    page.locator("#selected-mask input").click()
-    page.get_by_role("option", name="none: clicks and brush make a new mask").click()
+    press(page, "Escape")  # nothing selected: the next click makes a new mask
     status_says(page, "2 masks")
     expect(page.locator("#correct-status")).not_to_contain_text("Selected:")
 
-    page.get_by_label("Add a point ON the object (SAM 3)").check()
-    click_image(page, "#correct-overlay", *CLICK)
+    fitted = zoom_level(page)
+    press(page, "+")
+    press(page, "+")
+    expect(page.locator("#correct-canvas .cv-level")).not_to_have_text(f"{fitted}%")
+    zoomed = zoom_level(page)
+    assert zoomed >= fitted * 1.5
+    press(page, "3")  # Point on
+    click_canvas(page, *CLICK)
     status_says(page, "Last edit: 1 click(s) -> new mask. 2 edits in effect. Selected: mask 3.")
-    page.screenshot(path=str(SHOTS / "correct_03_point.png"), full_page=True)
+    assert zoom_level(page) == zoomed  # the new answer keeps the zoom
+    page.screenshot(path=str(SHOTS / "correct_03_zoomed_point.png"), full_page=True)
+    press(page, "0")  # fit again
 
     page.locator("#mask-toggles label").filter(has_text="1: the cup on the saucer (agent)").click()
     status_says(page, "Last edit: hide mask 1.")
     expect(page.locator('#correct-masks tr[data-mask="1"]')).to_have_class("mask-off")
     page.screenshot(path=str(SHOTS / "correct_04_hidden.png"), full_page=True)
-    page.click("#undo-btn")
+    press(page, "z")
     status_says(page, "2 edits in effect, 1 to redo.")
     expect(page.locator('#correct-masks tr[data-mask="1"]')).to_have_class("mask-on")
     expect(page.locator("#mask-toggles input[type=checkbox]").first).to_be_checked()
@@ -155,9 +171,9 @@ def test_the_brush_stroke_lands_where_it_was_drawn_at_the_image_resolution(corre
     assert stroke.shape == (400, 600)
     rows = np.flatnonzero(stroke.any(axis=1))
     cols = np.flatnonzero(stroke.any(axis=0))
-    radius = (rows[-1] - rows[0] + 1) / 2  # the brush's size is the editor's own default
-    assert abs((rows[0] + rows[-1]) / 2 - STROKE_Y) <= 2
-    assert abs(cols[0] - (STROKE_X0 - radius)) <= 3 and abs(cols[-1] - (STROKE_X1 + radius)) <= 3
+    radius = DEFAULT_BRUSH_PX / 2  # the photo is shown at its own size: brush pixels are photo pixels
+    assert abs((rows[0] + rows[-1]) / 2 - STROKE_Y) <= 1 and abs((rows[-1] - rows[0] + 1) - 2 * radius) <= 2
+    assert abs(cols[0] - (STROKE_X0 - radius)) <= 2 and abs(cols[-1] - (STROKE_X1 + radius)) <= 2
     assert stroke[STROKE_Y, STROKE_X0:STROKE_X1 + 1].all()
 
 
@@ -165,7 +181,9 @@ def test_the_bundle_keeps_the_edits_with_the_click_in_image_pixels(corrected):
     bundle = load_bundle(corrected[1].read_bytes())
     edits = bundle.trace.edits
     assert [type(op) for op in edits] == [BrushStroke, ClickMask]  # the undone toggle is not saved
-    assert edits[1].index is None and edits[1].points == ((float(CLICK[0]), float(CLICK[1])),)
+    # clicked while zoomed in: still the pixel under the pointer (its centre, x + 0.5, in the pixel-edge convention)
+    ((x, y),) = edits[1].points
+    assert edits[1].index is None and abs(x - (CLICK[0] + 0.5)) < 0.5 and abs(y - (CLICK[1] + 0.5)) < 0.5
     assert edits[1].labels == (1,)
     assert len(bundle.state.corrected_items()) == 3
 
@@ -184,8 +202,12 @@ def test_the_bundle_reloads_in_the_inspect_tab_and_editing_goes_on(page, correct
 
 
 def test_bad_input_gives_a_message_and_keeps_the_masks(page, corrected, tmp_path):
-    page.click("#erase-btn")
-    status_says(page, "Nothing was painted: draw on the image with the brush first. Nothing was changed.")
+    expect(page.locator("#correct-status")).not_to_contain_text("Selected:")  # the reloaded session: none
+    press(page, "6")  # Erase, with no mask selected
+    expect(page.locator("#canvas-tool input[type=radio]").nth(5)).to_be_checked()
+    drag_on_canvas(page, [(100, 100), (140, 100)])
+    status_says(page, "Select a mask to erase from (in the list, or click on it with the Select tool). Nothing was "
+                      "changed.")
     junk = tmp_path / "not_a_bundle.zip"
     junk.write_bytes(b"plain text, not a zip")
     page.set_input_files("#correct-file input[type=file]", str(junk))
@@ -197,7 +219,6 @@ def test_bad_input_gives_a_message_and_keeps_the_masks(page, corrected, tmp_path
 
 
 def test_relabel_a_negative_click_bring_in_delete_and_the_png_export(page, corrected, tmp_path):
-    import re
     import zipfile
 
     from PIL import Image
@@ -205,19 +226,23 @@ def test_relabel_a_negative_click_bring_in_delete_and_the_png_export(page, corre
     page.locator("#selected-mask input").click()
     page.get_by_role("option", name=re.compile(r"^3: ")).click()
     status_says(page, "Selected: mask 3.")
-    page.locator("#mask-label textarea, #mask-label input").first.fill("spoon")
+    page.locator("#mask-label input").fill("spoon")
     page.click("#label-btn")
     status_says(page, "Last edit: label mask 3 'spoon'.")
     expect(page.locator('#correct-masks tr[data-mask="3"]')).to_contain_text("spoon")
+    page.locator("#mask-label input").click()  # the label list now offers it again
+    expect(page.get_by_role("option", name="spoon")).to_be_visible()
+    page.keyboard.press("Escape")
 
-    page.get_by_label("Add a point OFF the object (SAM 3)").check()
-    click_image(page, "#correct-overlay", *NEGATIVE)
+    press(page, "4")  # Point off
+    click_canvas(page, *NEGATIVE)
     status_says(page, "Last edit: 2 click(s) -> mask 3.")  # the positive click that made it, then this one
 
+    page.locator("#bring-in").get_by_text("Bring in a mask from any round").click()
     page.click("#bring-btn")  # round 1, mask 1: the agent's first phrase
     status_says(page, "Corrected answer: 4 masks (the agent chose 1). Last edit: bring in mask 1 of round 1.")
     status_says(page, "Selected: mask 4.")  # the mask brought in
-    page.click("#delete-btn")
+    press(page, "Delete")
     status_says(page, "Last edit: delete mask 4.")
     expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(3)
 
@@ -234,3 +259,13 @@ def test_relabel_a_negative_click_bring_in_delete_and_the_png_export(page, corre
     assert [coco.cats[a["category_id"]]["name"] for a in coco.loadAnns(coco.getAnnIds())] == [
         "the cup on the saucer", "the cup on the saucer", "spoon"]
     page.screenshot(path=str(SHOTS / "correct_08_relabel_bring_delete.png"), full_page=True)
+
+
+def test_outline_mode_and_opacity_redraw_the_masks(page, corrected):
+    before = page.locator("#correct-canvas img.cv-image").get_attribute("src")
+    press(page, "o")
+    expect(page.locator("#outline-mode input")).to_be_checked()
+    expect(page.locator("#correct-canvas img.cv-image")).not_to_have_attribute("src", before)
+    page.locator("#correct-canvas").screenshot(path=str(SHOTS / "correct_09_outlines.png"))
+    press(page, "o")
+    expect(page.locator("#outline-mode input")).not_to_be_checked()

@@ -20,7 +20,7 @@ from PIL import Image
 
 from ..images import image_digest
 from ..types import Message
-from .base import chat_messages
+from ..vlm.base import chat_messages
 
 logger = logging.getLogger(__name__)
 

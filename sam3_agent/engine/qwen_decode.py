@@ -1,9 +1,22 @@
-"""Greedy decoding of Qwen2.5-VL / Qwen3-VL that reuses prompt-prefix KV caches and runs requests in batches.
+"""Decoding of Qwen2.5-VL / Qwen3-VL that reuses prompt-prefix KV caches and runs requests in batches.
 
 ``transformers``' ``generate`` recomputes a whole prompt on every call. ``CachedDecoder`` runs the
 model's forward itself: it starts each request from the longest prefix it shares with an entry of
 a ``PrefixCacheStore`` (system prompt, raw image, query...), runs only the rest of the prompt, and
-decodes greedily; several requests run as one batch after their common prefix.
+decodes (greedy or seeded sampling, ``sampling.TokenChooser``); several requests run as one batch after
+their common prefix.
+
+Why this is hand-written rather than ``generate`` (5.24):
+- ``generate`` can continue from a copied prefix cache only when the prefix holds no image: with an image
+  in the prefix it feeds every image's pixels again while running only the uncached tokens ("Image
+  features and image tokens do not match"), and passing only the new images breaks its 3-D position
+  index, which needs every image's grid. Every request of a run after its first has the raw image in its
+  reusable prefix (tests/test_engine_conformance.py keeps checking that this still fails).
+- Left-padded batched ``generate`` pads every row in front of its whole prompt, so the rows cannot start
+  from one shared prefix: each row would run the system prompt and raw image again (the benchmark counts
+  the prompt tokens this saves).
+- The decode loop itself: the benchmark's ablation row ("own decode loop, no cache") measures what it
+  gains or loses against ``generate`` on its own.
 
 Two things make this exact:
 - Qwen-VL's rotary positions are 3-D (mrope): image tokens take (t, h, w) grid positions and the
@@ -21,9 +34,10 @@ Two things make this exact:
   as one batch on the 2-core dev machine); a decode step reads every weight for one token, so running
   the rows' steps together is where batching pays.
 
-Greedy choices equal ``generate(do_sample=False)``'s, including the generation config's
-repetition penalty (the only logits processor Qwen's configs use); ``supports_config`` says when a
-config asks for something else, and the caller then uses ``generate``.
+Token choices equal ``generate``'s, including the generation config's repetition penalty (the only logits
+processor Qwen's configs use) and seeded sampling (``sampling.SampleAsLogits`` makes ``generate`` draw the
+same way); ``supports_config`` says when a config asks for something else (another processor, stop
+strings), and the caller then uses ``generate``.
 """
 
 from __future__ import annotations
@@ -45,10 +59,11 @@ from .kv_prefix import (
     clip_to_image_start,
     common_prefix_length,
 )
+from .sampling import GREEDY, Sampling, TokenChooser
 
 logger = logging.getLogger(__name__)
 
-# Generation-config fields that add a logits processor to greedy decoding, with their neutral values.
+# Generation-config fields that add a logits processor or a stopping rule to decoding, with their neutral values.
 _UNSUPPORTED_NEUTRAL: dict[str, Any] = {
     "guidance_scale": (None, 1, 1.0),
     "sequence_bias": (None,),
@@ -65,11 +80,13 @@ _UNSUPPORTED_NEUTRAL: dict[str, Any] = {
     "suppress_tokens": (None,),
     "begin_suppress_tokens": (None,),
     "watermarking_config": (None,),
+    "stop_strings": (None,),
 }
 
 
 def supports_config(generation_config: Any) -> bool:
-    """True when greedy decoding under ``generation_config`` needs nothing but an optional repetition penalty."""
+    """True when decoding under ``generation_config`` needs nothing but an optional repetition penalty, its
+    end-of-turn tokens and ``sampling.TokenChooser`` (Qwen's released configs need nothing else)."""
     for name, neutral in _UNSUPPORTED_NEUTRAL.items():
         value = getattr(generation_config, name, None)
         if not any(value is n or value == n for n in neutral):
@@ -190,7 +207,7 @@ class RowResult:
 
 
 class CachedDecoder:
-    """Greedy decoding with prefix reuse (``store``) and batching, for one loaded Qwen-VL model.
+    """Decoding with prefix reuse (``store``) and batching, for one loaded Qwen-VL model.
 
     Not thread-safe by itself: the caller serialises calls (``TransformersQwenVLM`` holds its lock).
 
@@ -216,9 +233,11 @@ class CachedDecoder:
     # ------------------------------------------------------------------ public
 
     def run(
-        self, requests: Sequence[EncodedRequest], limit: int, stop: StopFlag, counters: DecodeCounters
+        self, requests: Sequence[EncodedRequest], limit: int, stop: StopFlag, counters: DecodeCounters,
+        sampling: Sampling = GREEDY,
     ) -> Generator[list[int | None], None, list[RowResult]]:
-        """Decode greedily; yields each step's new token per row (``None`` for rows already ended).
+        """Decode under ``sampling`` (one seeded chooser per row); yields each step's new token per row (``None``
+        for rows already ended).
 
         Returns (as the generator's value) one ``RowResult`` per request. ``finish_reason`` is
         ``"stop"`` (an end-of-turn token), ``"length"`` (``limit`` tokens) or ``"cancelled"``
@@ -233,16 +252,17 @@ class CachedDecoder:
         logits, mask, cache = self._prefill(requests, prefix, start, counters)
         rows = [RowResult() for _ in requests]
         histories = [r.tokens.ids.tolist() for r in requests] if self._penalty is not None else []
+        choosers = [TokenChooser(sampling, r.tokens.ids.tolist()) for r in requests]
         next_index = [len(r) for r in requests]
         device = logits.device
         for step in range(limit):
-            chosen = self._choose(logits, histories)
+            logits = self._penalised(logits, histories)
             emitted: list[int | None] = []
             for i, row in enumerate(rows):
                 if row.finish_reason == "stop":
                     emitted.append(None)
                     continue
-                token = chosen[i]
+                token = choosers[i].choose(logits[i : i + 1])
                 row.output_ids.append(token)
                 if histories:
                     histories[i].append(token)
@@ -418,14 +438,15 @@ class CachedDecoder:
         )
         return output.logits[:, -1, :].float()
 
-    def _choose(self, logits: torch.Tensor, histories: list[list[int]]) -> list[int]:
-        """Greedy choice per row, after the repetition penalty over the row's tokens so far (as ``generate``)."""
-        if self._penalty is not None:
-            logits = logits.clone()
-            for i, history in enumerate(histories):
-                ids = torch.tensor([history], device=logits.device)
-                logits[i : i + 1] = self._penalty(ids, logits[i : i + 1])
-        return logits.argmax(dim=-1).tolist()
+    def _penalised(self, logits: torch.Tensor, histories: list[list[int]]) -> torch.Tensor:
+        """``logits`` after the repetition penalty over each row's tokens so far (as ``generate`` applies it)."""
+        if self._penalty is None:
+            return logits
+        logits = logits.clone()
+        for i, history in enumerate(histories):
+            ids = torch.tensor([history], device=logits.device)
+            logits[i : i + 1] = self._penalty(ids, logits[i : i + 1])
+        return logits
 
 
 def _pad_suffix(states: torch.Tensor, start: int, pad: int) -> torch.Tensor:

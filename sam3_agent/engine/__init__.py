@@ -1,0 +1,36 @@
+"""The inference engine: local Qwen-VL decoding with prompt-prefix reuse, batching and seeded sampling.
+
+Modules: ``qwen_engine`` (the narrow interface ``QwenEngine``: conversations in, text out), ``qwen_inputs``
+(request encoding), ``kv_prefix`` (the prefix KV store), ``qwen_decode`` (the cached, batched decoder),
+``sampling`` (how each token is chosen), ``decoding`` (per-model defaults), ``workers`` (decoding in a worker
+thread), ``usage`` (work counters). The agent, the verifier and the UI never import it: they talk to the
+``vlm.base.VLM`` protocol, which ``vlm.transformers_qwen`` implements on top of this package.
+
+The engine relies on ``transformers`` internals beyond its public ``generate``: ``DynamicCache`` built from
+per-layer tensors (``DynamicCache(layers, config=...)``), the ``cache=`` and ``logits_to_keep=`` forward
+arguments, ``model.model.get_rope_index`` (Qwen-VL's 3-D positions) and the processors' chat-template output.
+``TRANSFORMERS_VERSION`` names the version it was written and verified against; requirements.txt pins the
+same (a test checks both agree). Check the conformance suite (tests/test_engine_conformance.py) and the
+mutation script (tests/mutations.py) before moving to another version.
+"""
+
+from __future__ import annotations
+
+import logging
+
+TRANSFORMERS_VERSION = "5.24.0"
+
+logger = logging.getLogger(__name__)
+
+
+def check_transformers_version() -> bool:
+    """True when the installed ``transformers`` is ``TRANSFORMERS_VERSION``; logs a warning when it is not."""
+    import transformers
+
+    if transformers.__version__ == TRANSFORMERS_VERSION:
+        return True
+    logger.warning(
+        "the inference engine was verified with transformers %s, this is %s: run tests/test_engine_conformance.py "
+        "before relying on the prefix cache (or use --no-prefix-cache)", TRANSFORMERS_VERSION, transformers.__version__,
+    )
+    return False

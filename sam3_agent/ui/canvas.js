@@ -1,0 +1,250 @@
+// The Correct tab's canvas: runs as the `js_on_load` of a gr.HTML (`element`, `trigger` and `watch` come from Gradio).
+//
+// Why this exists: Gradio 6.31's ImageEditor zooms, pans and paints but reports no click positions, and every edit
+// round-trips its three full images and resets the zoom; gr.Image reports clicks but cannot zoom or paint. So the
+// corrected answer is shown here, in a viewport that zooms (wheel, +/-, 0) and pans (drag with a click tool, Space +
+// drag or the middle button, arrow keys), and clicks and brush strokes go to Python as "select" events:
+//   {kind: "click", tool, x, y}            x, y: the image's own pixels, edges at 0 and width (Gradio's convention)
+//   {kind: "stroke", tool, points, radius}  points: [[x, y], ...] pixel centres (pixel c is centred on c), radius px
+//   {kind: "deselect"}                      Escape: nothing selected, so the next click or stroke makes a new mask
+// The tool is the checked input of the tool picker (#canvas-tool, in TOOLS order); the brush diameter is #brush-size.
+// Keyboard shortcuts (listed on the page) work while the Correct tab shows and no text field has the focus.
+const TOOLS = __TOOLS__;
+const BRUSHES = ["paint", "erase"];
+const view = {scale: 1, x: 0, y: 0, width: 0, height: 0, boxWidth: 0, boxHeight: 0};
+let drag = null;
+let spaceDown = false;
+
+const viewport = () => element.querySelector(".cv-viewport");
+const image = () => element.querySelector(".cv-image");
+const strokes = () => element.querySelector(".cv-strokes");
+
+function tool() {
+  const inputs = Array.from(document.querySelectorAll("#canvas-tool input[type=radio]"));
+  const index = inputs.findIndex((input) => input.checked);
+  return TOOLS[index] || TOOLS[0];
+}
+
+function setTool(index) {
+  const inputs = document.querySelectorAll("#canvas-tool input[type=radio]");
+  if (inputs[index]) inputs[index].click();
+}
+
+function brushRadius() {
+  const input = document.querySelector("#brush-size input[type=number]");
+  const size = Number(input ? input.value : 16);
+  return Math.max(1, (Number.isFinite(size) ? size : 16) / 2);
+}
+
+function nudgeBrush(step) {
+  const input = document.querySelector("#brush-size input[type=range]");
+  if (!input) return;
+  input.value = String(Math.min(Number(input.max), Math.max(Number(input.min), Number(input.value) + step)));
+  input.dispatchEvent(new Event("input", {bubbles: true}));
+  input.dispatchEvent(new Event("change", {bubbles: true}));
+}
+
+function apply() {
+  const stage = element.querySelector(".cv-stage");
+  if (stage) stage.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.scale})`;
+  const level = element.querySelector(".cv-level");
+  if (level) level.textContent = `${Math.round(view.scale * 100)}%`;
+}
+
+function fit() {
+  const box = viewport();
+  if (!box || !view.width || !box.clientWidth || !box.clientHeight) return;  // hidden tab: fit once it shows
+  view.boxWidth = box.clientWidth;
+  view.boxHeight = box.clientHeight;
+  view.scale = Math.min(box.clientWidth / view.width, box.clientHeight / view.height);
+  view.x = (box.clientWidth - view.width * view.scale) / 2;
+  view.y = (box.clientHeight - view.height * view.scale) / 2;
+  apply();
+}
+
+function zoomAt(factor, cx, cy) {
+  const box = viewport();
+  if (!box) return;
+  if (cx === undefined) [cx, cy] = [box.clientWidth / 2, box.clientHeight / 2];
+  const scale = Math.min(32, Math.max(0.05, view.scale * factor));
+  const k = scale / view.scale;
+  view.x = cx - (cx - view.x) * k;
+  view.y = cy - (cy - view.y) * k;
+  view.scale = scale;
+  apply();
+}
+
+function pan(dx, dy) {
+  view.x += dx;
+  view.y += dy;
+  apply();
+}
+
+// After every new value (an edit redraws the answer): keep the zoom, refit only for a new photo size.
+function adopt() {
+  const img = image();
+  if (!img) return;
+  const width = Number(img.getAttribute("width"));
+  const height = Number(img.getAttribute("height"));
+  if (width !== view.width || height !== view.height) {
+    view.width = width;
+    view.height = height;
+    fit();
+  } else {
+    apply();
+  }
+}
+
+// A pointer position in the image's own pixels (edges at 0 and width), whatever the zoom and pan.
+function toImage(event) {
+  const rect = image().getBoundingClientRect();
+  return [(event.clientX - rect.left) * view.width / rect.width, (event.clientY - rect.top) * view.height / rect.height];
+}
+
+function inside([x, y]) {
+  return x >= 0 && y >= 0 && x < view.width && y < view.height;
+}
+
+function drawStroke() {
+  const canvas = strokes();
+  if (!canvas || !drag || drag.kind !== "stroke") return;
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  context.lineCap = "round";
+  context.lineJoin = "round";
+  // black edge, white core: visible on any photo and never a mask colour
+  for (const [color, extra] of [["rgba(0,0,0,0.75)", 2 / view.scale + 1], ["rgba(255,255,255,0.7)", 0]]) {
+    context.strokeStyle = color;
+    context.lineWidth = 2 * drag.radius + extra;
+    context.beginPath();
+    drag.points.forEach(([x, y], i) => (i ? context.lineTo(x + 0.5, y + 0.5) : context.moveTo(x + 0.5, y + 0.5)));
+    if (drag.points.length === 1) context.lineTo(drag.points[0][0] + 0.51, drag.points[0][1] + 0.5);
+    context.stroke();
+  }
+}
+
+function clearStroke() {
+  const canvas = strokes();
+  if (canvas) canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+}
+
+element.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-zoom]");
+  if (!button) return;
+  const what = button.dataset.zoom;
+  if (what === "in") zoomAt(1.25);
+  else if (what === "out") zoomAt(0.8);
+  else fit();
+});
+
+element.addEventListener("pointerdown", (event) => {
+  const box = event.target.closest(".cv-viewport");
+  if (!box || !image() || event.target.closest(".cv-zoom")) return;
+  box.focus({preventScroll: true});
+  box.setPointerCapture(event.pointerId);
+  const chosen = tool();
+  const panning = event.button === 1 || spaceDown;
+  if (BRUSHES.includes(chosen) && !panning && event.button === 0) {
+    const [x, y] = toImage(event);
+    drag = {kind: "stroke", tool: chosen, radius: brushRadius(), points: [[x - 0.5, y - 0.5]]};
+    drawStroke();
+  } else {
+    drag = {kind: panning ? "pan" : "press", tool: chosen, sx: event.clientX, sy: event.clientY, x0: view.x,
+            y0: view.y, at: toImage(event)};
+  }
+  event.preventDefault();
+});
+
+element.addEventListener("pointermove", (event) => {
+  if (!drag) return;
+  if (drag.kind === "stroke") {
+    const [x, y] = toImage(event);
+    const [px, py] = drag.points[drag.points.length - 1];
+    if (Math.hypot(x - 0.5 - px, y - 0.5 - py) >= 1) {
+      drag.points.push([x - 0.5, y - 0.5]);
+      drawStroke();
+    }
+    return;
+  }
+  const dx = event.clientX - drag.sx;
+  const dy = event.clientY - drag.sy;
+  if (drag.kind === "press" && Math.hypot(dx, dy) > 4) drag.kind = "pan";  // a click tool drags to pan
+  if (drag.kind === "pan") {
+    view.x = drag.x0 + dx;
+    view.y = drag.y0 + dy;
+    apply();
+  }
+});
+
+function release() {
+  const done = drag;
+  drag = null;
+  if (!done) return;
+  if (done.kind === "stroke") {
+    const points = done.points.map(([x, y]) => [Math.round(x * 100) / 100, Math.round(y * 100) / 100]);
+    trigger("select", {index: null, value: {kind: "stroke", tool: done.tool, points, radius: done.radius}});
+    setTimeout(clearStroke, 3000);  // the new answer replaces it sooner; a refused stroke must not linger
+  } else if (done.kind === "press" && inside(done.at)) {
+    const [x, y] = done.at;
+    trigger("select", {index: [x, y], value: {kind: "click", tool: done.tool, x, y}});
+  }
+}
+
+element.addEventListener("pointerup", release);
+element.addEventListener("pointercancel", () => { drag = null; clearStroke(); });
+
+element.addEventListener("wheel", (event) => {
+  const box = event.target.closest(".cv-viewport");
+  if (!box || !image()) return;
+  event.preventDefault();
+  const rect = box.getBoundingClientRect();
+  zoomAt(event.deltaY < 0 ? 1.2 : 1 / 1.2, event.clientX - rect.left, event.clientY - rect.top);
+}, {passive: false});
+
+function typing(target) {
+  return target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+}
+
+function press(selector) {
+  const target = document.querySelector(selector);
+  if (target && !target.disabled) target.click();
+}
+
+const KEYS = {
+  "1": () => setTool(0), "2": () => setTool(1), "3": () => setTool(2), "4": () => setTool(3),
+  "5": () => setTool(4), "6": () => setTool(5), "b": () => setTool(4), "e": () => setTool(5),
+  "z": () => press("#undo-btn"), "y": () => press("#redo-btn"), "Z": () => press("#redo-btn"),
+  "Delete": () => press("#delete-btn"), "Backspace": () => press("#delete-btn"),
+  "o": () => press("#outline-mode input"), "[": () => nudgeBrush(-4), "]": () => nudgeBrush(4),
+  "+": () => zoomAt(1.25), "=": () => zoomAt(1.25), "-": () => zoomAt(0.8), "0": fit,
+  "ArrowLeft": () => pan(60, 0), "ArrowRight": () => pan(-60, 0), "ArrowUp": () => pan(0, 60),
+  "ArrowDown": () => pan(0, -60),
+  "Escape": () => trigger("select", {index: null, value: {kind: "deselect"}}),
+};
+
+function onKey(event) {
+  if (element.offsetParent === null || typing(event.target) || event.altKey || event.metaKey) return;
+  if (event.key === " ") {
+    spaceDown = true;
+    if (event.target.closest && event.target.closest(".cv-viewport")) event.preventDefault();
+    return;
+  }
+  const key = event.ctrlKey ? ({z: "z", y: "y", Z: "Z"})[event.key] : event.key;
+  const action = key && KEYS[key];
+  if (!action) return;
+  event.preventDefault();
+  action();
+}
+// one listener per page, even if Gradio mounts this component again
+if (window.__sam3CanvasKeys) document.removeEventListener("keydown", window.__sam3CanvasKeys);
+window.__sam3CanvasKeys = onKey;
+document.addEventListener("keydown", onKey);
+document.addEventListener("keyup", (event) => { if (event.key === " ") spaceDown = false; });
+
+watch("value", adopt);
+// The viewport gets its size when the tab first shows (or the window changes): fit again then, not on every edit.
+new ResizeObserver(() => {
+  const box = viewport();
+  if (box && view.width && (box.clientWidth !== view.boxWidth || box.clientHeight !== view.boxHeight)) fit();
+}).observe(element);
+adopt();
