@@ -28,3 +28,16 @@ def test_the_scene_has_near_duplicates_the_overlap_filter_removes():
     blobs = detections(300, 200, 10, "object")
     assert len(blobs) == 12 and [b.score for b in blobs[10:]] == [0.55, 0.55]
     assert (blobs[10].cx, blobs[10].cy) == (blobs[0].cx, blobs[0].cy) and blobs[10].grow > 1
+
+
+def test_the_prefill_goal_reads_the_model_benchmarks_target_line():
+    from sam3_agent.bench.checks import Checks
+    from sam3_agent.bench.nonmodel import PREFILL, PREFILL_APP
+
+    checks = Checks(same_token_ids=True, same_verdicts=True, same_final_masks=True, encodes=(2, 1),
+                    prefill_fraction_cli=0.405, prefill_fraction_app=0.276, verification_speedup=2.0,
+                    total_speedup=2.0)
+    printed = "\n".join(checks.lines())  # what python -m sam3_agent.bench prints
+    match, app = PREFILL.search(printed), PREFILL_APP.search(printed)
+    assert match is not None and app is not None
+    assert (match.group(1), match.group(2).lower(), app.group(1)) == ("40.5", "no", "27.6")
