@@ -84,7 +84,8 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
             with gr.Column(scale=4, min_width=300):
                 where = ("a folder under the review folder" if review_root is not None else
                          "no review folder was set (SAM3_AGENT_REVIEW_ROOT), so upload a .zip")
-                folder = gr.Dropdown(find_batches(review_root), label=f"Batch output folder ({where})",
+                found = find_batches(review_root)
+                folder = gr.Dropdown(found, value=found[0] if found else None, label=f"Batch output folder ({where})",
                                      allow_custom_value=True, elem_id="review-folder",
                                      interactive=review_root is not None)
                 open_button = gr.Button("Open this batch", elem_id="review-open-btn", variant="primary",
