@@ -124,6 +124,16 @@ def test_a_restart_finds_every_decision_and_correction(root, tmp_path):
     assert [type(op) for op in session.state.applied] == [DeleteMask]
     assert [item.deleted for item in session.state.items] == [True]
     assert "review: corrected" in out.position
+    _, path = again.export(out.slot)  # items not reviewed are left out, image and all
+    document = json.loads(Path(path).read_text())
+    assert ([i["item_id"] for i in document["images"]], document["annotations"], document["info"]["left_out"]) == (
+        ["cup"], [], ["dog", "flag"])
+    _, path = again.export(out.slot, include_unreviewed=True)  # or added with the agent's masks
+    document = json.loads(Path(path).read_text())
+    assert [(i["id"], i["item_id"], i["review"]) for i in document["images"]] == [
+        (1, "cup", "corrected"), (2, "dog", "not_reviewed"), (3, "flag", "not_reviewed")]
+    assert [(a["image_id"], a["category_id"], a["bbox"]) for a in document["annotations"]] == [
+        (3, 3, [0.0, 0.0, 95.0, 340.0])]
 
 
 def test_undoing_every_edit_of_an_item_never_accepted_makes_it_not_reviewed_again(root, tmp_path):
@@ -193,3 +203,31 @@ def test_accept_refuses_when_the_correct_tab_shows_another_trace(root, tmp_path)
     assert "The Correct tab now shows another trace, not item cup" in refused.status
     assert saved(root, "cup") is None
     assert isinstance(out.slot, ReviewSlot)
+
+
+def test_accept_after_the_correction_session_closed_reopens_the_item(root, tmp_path):
+    from sam3_agent.ui.correct_store import CorrectSessions
+
+    now = [0.0]
+    correct = CorrectHandlers(lambda: None, warn=lambda message: None, root=tmp_path / "app",
+                              sessions=CorrectSessions(ttl_s=60, clock=lambda: now[0]))
+    review = ReviewHandlers(correct, tmp_path / "app", review_root=root)
+    out = review.open_folder("batch", None)
+    now[0] = 61.0  # the session expires
+    again = review.accept(out.slot, out.correct.session)
+    assert saved(root, "cup") is None  # nothing was saved on an edit state nobody saw
+    assert "The correction session of item cup had closed, so it was opened again" in again.status
+    assert again.slot.item == "cup" and correct.session(again.correct.session).trace.query == "the cup"
+
+
+def test_uploads_without_a_review_root_are_said_to_be_temporary(root, tmp_path):
+    archive = tmp_path / "batch.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in sorted((root / "batch").rglob("*")):
+            if path.is_file():
+                zipped.write(path, path.relative_to(root / "batch").as_posix())  # the batch at the top
+    kept = make(root, tmp_path).open_zip(str(archive), None)
+    assert Path(kept.slot.folder).parent == root / ".uploads" and "last only while it runs" not in kept.status
+    temporary = make(None, tmp_path, "plain").open_zip(str(archive), None)
+    assert Path(temporary.slot.folder).parent == tmp_path / "plain" / "review"
+    assert "the reviews of an upload last only while it runs: export the reviewed dataset" in temporary.status

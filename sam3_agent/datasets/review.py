@@ -55,6 +55,7 @@ CORRECTED = "corrected"
 ACCEPTED = "accepted"
 STATES = (NOT_REVIEWED, CORRECTED, ACCEPTED)
 STATE_NAMES = {NOT_REVIEWED: "not reviewed", CORRECTED: "corrected", ACCEPTED: "accepted"}
+MAX_REVIEW_BYTES = 256 * 1024**2  # a review.json larger than this is reported unreadable (its edits carry RLE masks)
 NO_RECORD = 0  # the revision of an item nobody has reviewed
 UNREADABLE = -1  # the revision of an item whose review.json cannot be read
 
@@ -130,6 +131,8 @@ def read_review(folder: Path) -> ReviewRead:
     """The review in an item's ``folder`` (``REVIEW_FILE``); never raises: an unreadable file is reported."""
     path = Path(folder) / REVIEW_FILE
     try:
+        if path.stat().st_size > MAX_REVIEW_BYTES:
+            return ReviewRead(None, f"{REVIEW_FILE} is larger than {MAX_REVIEW_BYTES // 2**20} MB")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return ReviewRead(None)

@@ -29,7 +29,7 @@ import gradio as gr
 from ..datasets.files import write_json_atomic
 from ..datasets.review import ACCEPTED, CORRECTED, NOT_REVIEWED, STATE_NAMES, ReviewConflict, read_review, save_review
 from ..datasets.review_queue import ItemReview, ReviewQueue, coco_summary
-from ..datasets.review_sources import folder_under_root, unpack_batch_zip
+from ..datasets.review_sources import MAX_ZIP_UNPACKED, folder_under_root, prune_store, unpack_batch_zip
 from ..edits import op_to_json
 from ..errors import InputError, TraceFormatError
 from .correct_handlers import CorrectHandlers, CorrectOutputs
@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 REVIEW_ROOT_ENV = "SAM3_AGENT_REVIEW_ROOT"
 EXPORT_FILE = "reviewed_coco.json"  # written into the batch folder, beside its coco.json
 TABLE_ROWS = 200  # rows of the queue table shown around the current item (a batch may have thousands)
+UPLOADS_DIR = ".uploads"  # under the review root: uploaded batches, kept across restarts (hidden from the folder list)
+TEMPORARY_STORE_BYTES = MAX_ZIP_UNPACKED  # without a review root, uploads are unpacked in the app's temporary folder
 EMPTY = "Open a batch output (a folder under the review folder, or a .zip of one) to review it item by item."
 
 
@@ -110,14 +112,17 @@ class ReviewHandlers:
 
     Args:
         correct: the Correct tab's handlers (items open there; their sessions hold the edits).
-        root: the app's folder for per-session files; uploaded .zip batches are unpacked under ``root/review``.
-        review_root: where batch folders may be opened by path (``None``: only uploads).
+        root: the app's folder for per-session files (temporary: removed when the app stops).
+        review_root: where batch folders may be opened by path (``None``: only uploads). Uploaded .zip batches are
+            unpacked under ``review_root/.uploads``, so their reviews survive a restart; without a review root, under
+            ``root/review``, bounded to ``TEMPORARY_STORE_BYTES`` (least recently opened removed first), and the
+            person is told to export before the app stops.
     """
 
     def __init__(self, correct: CorrectHandlers, root: Path, review_root: Path | None = None) -> None:
         self.correct = correct
-        self.store = root / "review"
         self.review_root = review_root
+        self.store = review_root / UPLOADS_DIR if review_root is not None else root / "review"
 
     # ------------------------------------------------------------------ opening
 
@@ -138,9 +143,13 @@ class ReviewHandlers:
             queue = ReviewQueue.open(folder)
         except InputError as error:
             return self._refused(str(error))
-        return self._start(queue, correct_key, request)
+        if self.review_root is not None:
+            return self._start(queue, correct_key, request)
+        prune_store(self.store, TEMPORARY_STORE_BYTES, keep=folder)
+        return self._start(queue, correct_key, request, "this app has no review folder, so the reviews of an upload "
+                           "last only while it runs: export the reviewed dataset before it stops")
 
-    def _start(self, queue: ReviewQueue, correct_key: Any, request: Any) -> ReviewOutputs:
+    def _start(self, queue: ReviewQueue, correct_key: Any, request: Any, said: str = "") -> ReviewOutputs:
         try:
             queue.check_writable()
         except InputError as error:
@@ -150,7 +159,7 @@ class ReviewHandlers:
                                  "not run yet): run the batch command on it again")
         reviews = queue.reviews()
         first = next((i for i, r in enumerate(reviews) if r.state == NOT_REVIEWED), 0)
-        return self._show(queue, first, correct_key, request, "opened the queue")
+        return self._show(queue, first, correct_key, request, said)
 
     # ------------------------------------------------------------------ moving
 
@@ -170,11 +179,16 @@ class ReviewHandlers:
         queue, refusal = self._queue(slot)
         if queue is None:
             return refusal
-        edits, refusal = self._edits(slot, correct_key)
-        if refusal is not None:
-            return refusal
-        state = CORRECTED if edits else ACCEPTED
         position = queue.position_of(slot.item)
+        if correct_key != slot.correct_key:
+            return self._refused(f"the Correct tab now shows another trace, not item {slot.item}: press Next or "
+                                 "Previous to open a queue item there again")
+        try:
+            edits = tuple(self.correct.session(correct_key).state.applied)
+        except InputError:  # the correction session closed (time-to-live, memory): open the item again
+            return self._show(queue, position, correct_key, request, f"the correction session of item {slot.item} "
+                              "had closed, so it was opened again with its saved review: check it and press Accept")
+        state = CORRECTED if edits else ACCEPTED
         try:
             record = save_review(queue.items[position].folder, slot.item, state, edits, slot.trace_sha256,
                                  None if slot.conflict else slot.revision)
@@ -189,13 +203,14 @@ class ReviewHandlers:
 
     # ------------------------------------------------------------------ export
 
-    def export(self, slot: Any) -> tuple[Any, Any]:
-        """(status line, file): the reviewed dataset as one COCO file, ``reviewed_coco.json`` in the batch folder."""
+    def export(self, slot: Any, include_unreviewed: Any = False) -> tuple[Any, Any]:
+        """(status line, file): the reviewed dataset as one COCO file, ``reviewed_coco.json`` in the batch folder;
+        items not reviewed are left out, or with ``include_unreviewed`` added with the agent's masks."""
         queue, _ = self._queue(slot)
         if queue is None:
             return _line("error", EMPTY), gr.skip()
         try:
-            document = queue.coco()
+            document = queue.coco(include_unreviewed=bool(include_unreviewed))
             path = write_json_atomic(queue.folder / EXPORT_FILE, document)
         except (TraceFormatError, InputError) as error:
             return _line("error", f"export failed: {error}"), gr.skip()
@@ -214,16 +229,6 @@ class ReviewHandlers:
         except InputError as error:
             return None, self._refused(str(error))
         return queue, None
-
-    def _edits(self, slot: ReviewSlot, correct_key: Any) -> tuple[tuple, ReviewOutputs | None]:
-        """The edit operations in effect in the Correct tab for the open item."""
-        if correct_key != slot.correct_key:
-            return (), self._refused(f"the Correct tab now shows another trace, not item {slot.item}: press Next or "
-                                     "Previous to open a queue item there again")
-        try:
-            return tuple(self.correct.session(correct_key).state.applied), None
-        except InputError as error:
-            return (), self._refused(str(error))
 
     def _save_changes(self, queue: ReviewQueue, slot: ReviewSlot, correct_key: Any) -> tuple[str, Any]:
         """Save the open item's edits when they differ from its saved ones; returns (what was done, refusal)."""

@@ -92,6 +92,8 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
                                         interactive=review_root is not None)
                 upload = gr.File(label="Or upload a .zip of a batch output folder", file_types=[".zip"],
                                  type="filepath", elem_id="review-zip", height=110)
+                unreviewed = gr.Checkbox(False, label="Include items not reviewed, with the agent's masks",
+                                         elem_id="review-include-unreviewed")
                 export = gr.Button("Export the reviewed dataset (COCO JSON)", elem_id="review-export-btn")
                 download = gr.File(label="Download", interactive=False, elem_id="review-download", height=110)
             with gr.Column(scale=6, min_width=360):
@@ -126,5 +128,5 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
     bar.previous.click(previous, inputs=[slot, session], outputs=outputs, **quiet)
     bar.following.click(following, inputs=[slot, session], outputs=outputs, **quiet)
     bar.accept.click(accept, inputs=[slot, session], outputs=outputs, **quiet)
-    export.click(handlers.export, inputs=[slot], outputs=[status, download], **quiet)
+    export.click(handlers.export, inputs=[slot, unreviewed], outputs=[status, download], **quiet)
     return handlers
