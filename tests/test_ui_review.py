@@ -43,10 +43,6 @@ def saved(root: Path, item: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def position(out) -> str:
-    return out.position
-
-
 def test_open_next_previous_accept_and_correct_save_states_on_disk(root, tmp_path):
     review = make(root, tmp_path)
     out = review.open_folder("batch", None)
