@@ -28,7 +28,10 @@ from .types import SCHEMA_VERSION, ImagePart, Masks, MaskVerdict, Message, Part,
 
 logger = logging.getLogger(__name__)
 
-FILE_PATH = re.compile(r"^(images|masks)/[A-Za-z0-9_-]{1,100}\.[a-z0-9]{1,5}$")
+# The files a trace folder may hold besides trace.json (schema 2: content-named photo, views and mask sets; schema 1:
+# images/<name>.png). Copiers of trace folders (the review queue's .zip upload) accept the same names.
+TRACE_MEMBER = r"(images|masks)/[A-Za-z0-9_-]{1,100}\.[a-z0-9]{1,5}"
+FILE_PATH = re.compile(f"^{TRACE_MEMBER}$")
 STATUSES = ("running", "done", "no_mask", "max_rounds", "failed", "cancelled")
 
 
