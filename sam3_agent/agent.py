@@ -148,13 +148,17 @@ class Agent:
             **self.extra_settings,
         }
 
-    def start(self, image: Image.Image, query: str, image_name: str | None = None) -> "AgentRun":
+    def start(
+        self, image: Image.Image, query: str, image_name: str | None = None, image_file: bytes | None = None
+    ) -> "AgentRun":
         """A new run; nothing happens until it is iterated.
 
         Args:
             image: RGB PIL image (see ``images.load_image``), original resolution.
             query: the user's query.
             image_name: the image's file name, recorded in the trace (``images.file_name_of`` cleans a path).
+            image_file: the image's file as given (e.g. the JPEG's bytes); a saved trace stores it instead of a
+                lossless copy of ``image`` when it decodes to ``image`` (``Trace.image_file``).
 
         Raises:
             InputError: empty or overlong query, an image that is not RGB, or a photo with no sensible view
@@ -170,7 +174,7 @@ class Agent:
             raise InputError("the image must be an RGB PIL image: load it with sam3_agent.images.load_image")
         for model in (self.vlm, self.verifier):
             check_photo(image, limits_of(model))
-        return AgentRun(self, image, query, image_name)
+        return AgentRun(self, image, query, image_name, image_file)
 
     def run(self, image: Image.Image, query: str) -> Trace:
         """Run to the end without looking at events; returns the trace (any status)."""
@@ -203,12 +207,15 @@ class AgentRun:
     round does afterwards no longer changes the trace.
     """
 
-    def __init__(self, agent: Agent, image: Image.Image, query: str, image_name: str | None = None) -> None:
+    def __init__(
+        self, agent: Agent, image: Image.Image, query: str, image_name: str | None = None,
+        image_file: bytes | None = None,
+    ) -> None:
         self.agent = agent
         self.stop_event = threading.Event()
         prompts = agent.prompts
         self.trace = Trace(query=query, image=image, settings=agent.settings(), started_at=time.time(),
-                           image_name=file_name_of(image_name))
+                           image_name=file_name_of(image_name), image_file=image_file)
         self.trace.messages.append(Message("system", (TextPart(prompts.main_system),)))
         self.trace.messages.append(
             Message("user", (ImagePart(image, "raw"), TextPart(prompts.format("initial_user", query=query))))

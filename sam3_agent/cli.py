@@ -1,7 +1,8 @@
 """Command line: ``python -m sam3_agent run --image PATH --query TEXT --out DIR``.
 
-Prints each round as it happens and writes to DIR: ``trace.json`` (+ ``images/*.png``),
-``final_overlay.png`` and ``final_masks.json`` (COCO results format).
+Prints each round as it happens and writes to DIR: the trace (``trace.json``, ``images/``, ``masks/``; saved
+after every round on a background thread, so a killed run keeps its finished rounds), ``final_overlay.png`` and
+``final_masks.json`` (COCO results format).
 
 ``python -m sam3_agent export TRACE --coco out.json [--png-dir DIR] [--bundle out.zip]`` writes the corrected
 masks of a saved run (the agent's answer with the hand edits recorded in the trace applied) as COCO JSON, one PNG
@@ -26,6 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
+import cv2
+import numpy as np
+
 from .agent import Agent
 from .datasets.cli import DATASET_COMMANDS, add_dataset_commands, dataset_command
 from .errors import BackendError, InputError, Sam3AgentError
@@ -35,7 +39,8 @@ from .model_flags import add_model_arguments, agent_config, backend_settings, wi
 from .parsing import parse_response
 from .presets import build_backends
 from .render import render_numbered_overlay
-from .trace_io import save_trace
+from .trace_encode import photo_file_of
+from .trace_io import TraceWriter, save_trace
 from .vlm.image_fit import ImageLimits, check_photo
 from .types import (
     Event,
@@ -128,18 +133,37 @@ class EventPrinter:
             self.stream.write(f"  reasoning: {_excerpt(thinking)}\n")
 
 
-def write_outputs(trace: Trace, out: Path) -> None:
-    """Write trace.json (+ images), final_overlay.png and final_masks.json into ``out``."""
+def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) -> None:
+    """Write the trace, final_overlay.png and final_masks.json into ``out``.
+
+    Args:
+        writer: the run's ``TraceWriter`` (its last snapshot is replaced by ``trace`` and flushed); ``None``
+            saves the trace in one step.
+
+    Raises:
+        TraceSaveError: the trace could not be written (``out`` keeps its previous trace, if any).
+        OSError: the overlay or the COCO file could not be written.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    save_trace(trace, out)
+    if writer is None:
+        save_trace(trace, out)
+    else:
+        writer.submit(trace)
+        writer.close()
     final = trace.final_masks
     if final is not None and len(final):
-        overlay = render_numbered_overlay(trace.image, final.masks)
+        overlay = render_numbered_overlay(trace.image, final)
         results = to_coco_results(final)
     else:
         overlay = trace.image.copy()
         results = []
-    overlay.save(out / "final_overlay.png")
+    # OpenCV's PNG writer with Huffman coding only: about 3x faster than Pillow's default level and a third
+    # faster than its fastest level (a 12 MP overlay takes ~0.7 s instead of ~2 s), files a few % larger.
+    ok, png = cv2.imencode(".png", cv2.cvtColor(np.asarray(overlay), cv2.COLOR_RGB2BGR),
+                           [cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY])
+    if not ok:
+        raise OSError("the final overlay could not be encoded as PNG")
+    (out / "final_overlay.png").write_bytes(png.tobytes())
     (out / "final_masks.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
 
 
@@ -191,30 +215,35 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     if args.preset == "tiny":
         what = "masks" if args.script else "masks and text"
         stdout.write(f"Note: the tiny preset's models have random weights; their {what} mean nothing.\n")
-    agent_run = agent.start(image, args.query, image_name=args.image)
+    agent_run = agent.start(image, args.query, image_name=args.image, image_file=photo_file_of(args.image))
+    writer = TraceWriter(out)
+    writer.submit(agent_run.trace)
     try:
         printer = EventPrinter(stdout)
         for event in agent_run:
             printer(event)
+            if isinstance(event, RoundFinished):
+                writer.submit(agent_run.trace)  # saved off the hot path: a killed run keeps its rounds
     except KeyboardInterrupt:  # the first signal; any later one waits (see _StopSignals) until the files are written
         pass
     with signals_deferred() as received:  # the run is over: nothing may interrupt writing it
         agent_run.abandon("stopped by the user (Ctrl-C or SIGTERM)")  # no change to a run that ended by itself
-        code = finish_run(agent_run.trace, out, stdout, stderr)
+        code = finish_run(agent_run.trace, out, stdout, stderr, writer)
     if received:
         stderr.write(f"note: {received[0]} arrived while the outputs were written; they were completed first\n")
     return code
 
 
-def finish_run(trace: Trace, out: Path, stdout: TextIO, stderr: TextIO) -> int:
-    """Write a finished (or stopped) run's outputs and return the exit status of the run.
+def finish_run(trace: Trace, out: Path, stdout: TextIO, stderr: TextIO, writer: TraceWriter | None = None) -> int:
+    """Write a finished (or stopped) run's outputs (through the run's ``TraceWriter`` when given, which saved its
+    rounds so far) and return the exit status of the run.
 
     A write that fails (disk full, folder removed, permissions changed during the run) is reported as such, with the
     run's outcome, and exits with ``EXIT_SAVE``: it is not bad input.
     """
     outcome = f"{trace.status} after {len(trace.rounds)} round(s)"
     try:
-        write_outputs(trace, out)
+        write_outputs(trace, out, writer)
     except OSError as error:
         stderr.write(f"error: the run ended ({outcome}) but its outputs could not be written to {out}: "
                      f"{error.strerror or error}; free some space or choose another --out, then run again\n")

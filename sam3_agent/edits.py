@@ -493,7 +493,7 @@ def bring_in_mask(state: EditState, trace: Trace, round_index: int, mask_number:
     masks = rounds[round_index]
     if isinstance(mask_number, bool) or not isinstance(mask_number, int) or not 1 <= mask_number <= len(masks):
         raise InputError(f"round {round_index} showed masks 1..{len(masks)}; there is no mask {mask_number!r}")
-    mask = np.asarray(masks.masks[mask_number - 1], dtype=bool)
+    mask = masks.mask(mask_number - 1)  # one mask decoded, not the whole set
     for i, item in enumerate(state.items):
         if not item.deleted and np.array_equal(item.mask, mask):
             hint = "" if item.on else " (hidden: show it instead)"

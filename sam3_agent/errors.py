@@ -20,6 +20,11 @@ class TraceFormatError(Sam3AgentError, ValueError):
     """A saved trace is malformed, too large, or of an unknown schema version."""
 
 
+class TraceSaveError(Sam3AgentError, OSError):
+    """A trace could not be written (disk full, no permission...). The folder still holds the previous complete
+    trace, if any: files are written under temporary names and renamed into place, ``trace.json`` last."""
+
+
 def what_went_wrong(error: BaseException) -> str:
     """A low-level error met while reading a file, said for a person: no Python class names (a ``KeyError('rounds')``
     reads "the field 'rounds' is missing"; a ``TypeError`` or ``ValueError`` keeps only its message)."""

@@ -18,7 +18,7 @@ Bundle layout (.zip)::
     query.txt              the query
     agent_masks.json       COCO of the agent's answer
     corrected_masks.json   COCO of the corrected answer (after the edits)
-    trace/trace.json, trace/images/*.png   the full trace, edits included (``trace_io`` layout)
+    trace/trace.json, trace/images/..., trace/masks/...   the full trace, edits included (``trace_io`` layout)
 
 ``load_bundle`` rebuilds the trace (with its edits) and checks that the corrected masks in the bundle are what the
 edits give, so a bundle edited by hand is refused with a clear message rather than silently half-applied.
@@ -52,7 +52,7 @@ from .safe_read import (
     reading,
     regular_file,
 )
-from .trace_io import IMAGE_DIR, TRACE_FILE, load_trace, trace_from_json, trace_to_json
+from .trace_io import TRACE_FILE, load_trace, trace_files, trace_from_json
 from .types import Trace
 
 logger = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ def bundle_bytes(trace: Trace, state: EditState | None = None) -> bytes:
         state = EditState.from_trace(trace)
     width, height = trace.image.size
     agent = items_from_masks(trace.final_masks, state.label)
-    document, images = trace_to_json(trace)
+    files = trace_files(trace)
     manifest = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -236,9 +236,8 @@ def bundle_bytes(trace: Trace, state: EditState | None = None) -> bytes:
         archive.writestr("agent_masks.json", json.dumps(coco_document(agent, width, height), ensure_ascii=False))
         archive.writestr("corrected_masks.json",
                          json.dumps(coco_document(state.corrected_items(), width, height), ensure_ascii=False))
-        archive.writestr(TRACE_PREFIX + TRACE_FILE, json.dumps(document, ensure_ascii=False, indent=1))
-        for name, image in images.items():
-            archive.writestr(f"{TRACE_PREFIX}{IMAGE_DIR}/{name}.png", _png_bytes(image))
+        for relative, data in files.items():  # trace.json last, as in a trace folder
+            archive.writestr(TRACE_PREFIX + relative, data)
     return buffer.getvalue()
 
 

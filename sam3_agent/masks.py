@@ -1,8 +1,8 @@
 """Mask post-processing (score threshold, empty drop, sort, overlap removal) and COCO RLE I/O.
 
-Masks inside the core are ``bool (N, H, W)`` arrays at the original image resolution; RLE
-(COCO compressed, ``{"size": [H, W], "counts": str}``) is used only at the edges (traces,
-exports). All RLE encoding and decoding goes through ``pycocotools``.
+``types.Masks`` holds masks as COCO compressed RLE (``sam3_agent.rle``), decoded to ``bool (N, H, W)`` at the
+original image resolution where pixels are needed; at the edges (traces, exports) RLE is written as
+``{"size": [H, W], "counts": str}``. All RLE encoding and decoding goes through ``pycocotools``.
 """
 
 from __future__ import annotations
@@ -13,17 +13,13 @@ from typing import Any
 import numpy as np
 from pycocotools import mask as coco_mask
 
+from sam3_agent import rle
 from sam3_agent.types import Masks
 
 logger = logging.getLogger(__name__)
 
 SCORE_THRESHOLD = 0.5  # default of the reference agent
 IOM_THRESHOLD = 0.3  # overlap rule of the reference agent
-
-# Pixels per chunk when counting pairwise intersections: keeps the float32 matmul exact
-# (every partial sum stays below 2**24) and the temporary buffers small on huge images.
-_INTERSECTION_CHUNK = 1 << 20
-
 
 def _check_mask_array(masks: np.ndarray, what: str = "masks") -> np.ndarray:
     """Return ``masks`` as a bool (N, H, W) array or raise ValueError saying what is wrong."""
@@ -37,24 +33,21 @@ def _check_mask_array(masks: np.ndarray, what: str = "masks") -> np.ndarray:
     return arr
 
 
-def pairwise_intersections(masks: np.ndarray) -> np.ndarray:
-    """Pixel counts of the intersection of every pair of masks.
+def overlapping_box_pairs(boxes: np.ndarray, one: int, others: np.ndarray) -> np.ndarray:
+    """The entries of ``others`` whose box overlaps box ``one`` by at least one pixel.
 
     Args:
-        masks: bool (N, H, W).
+        boxes: float32 (N, 4), xyxy pixels, x2/y2 exclusive (tight boxes; an empty mask has a zero box).
+        one: index of the box to test.
+        others: int64 indices into ``boxes``.
 
     Returns:
-        int64 (N, N): entry [i, j] is the number of pixels in both mask i and mask j (the
-        diagonal holds the areas). Computed as chunked matrix products of the flattened masks.
+        int64 subset of ``others``, in order. Masks whose boxes do not overlap share no pixel.
     """
-    arr = _check_mask_array(masks)
-    n = arr.shape[0]
-    flat = arr.reshape(n, arr.shape[1] * arr.shape[2])
-    total = np.zeros((n, n), dtype=np.int64)
-    for start in range(0, flat.shape[1], _INTERSECTION_CHUNK):
-        chunk = flat[:, start : start + _INTERSECTION_CHUNK].astype(np.float32)
-        total += np.rint(chunk @ chunk.T).astype(np.int64)
-    return total
+    b = boxes[one]
+    near = boxes[others]
+    hit = (near[:, 0] < b[2]) & (b[0] < near[:, 2]) & (near[:, 1] < b[3]) & (b[1] < near[:, 3])
+    return others[hit]
 
 
 def postprocess_masks(
@@ -74,54 +67,42 @@ def postprocess_masks(
          smaller mask, "IoM"; strictly greater). A small mask inside a big one is therefore
          dropped even though their IoU is tiny.
 
+    Everything is read from the masks' RLE (areas, tight boxes, intersections; nothing is decoded), and a
+    mask is compared only with the kept masks whose tight boxes overlap its own: the work grows with the
+    overlapping pairs and their runs, not with masks squared times pixels.
+
     Args:
-        masks: the candidate masks; ``masks.masks`` bool (N, H, W), ``scores`` float32 (N,),
-            ``boxes`` float32 (N, 4) xyxy pixels.
+        masks: the candidate masks (``scores`` float32 (N,), ``boxes`` float32 (N, 4) xyxy pixels).
         score_threshold: minimum detection score, default ``SCORE_THRESHOLD`` (reference agent).
         iom_threshold: maximum intersection-over-minimum with a kept mask, default
             ``IOM_THRESHOLD`` (reference agent).
 
     Returns:
-        A new ``Masks`` with the survivors in display order (boxes and scores kept in step,
-        same phrase).
-
-    Raises:
-        ValueError: when masks, scores and boxes disagree in count or have the wrong shape.
+        A new ``Masks`` with the survivors in display order (boxes and scores kept in step, same phrase,
+        the RLE shared with ``masks``).
     """
-    arr = _check_mask_array(masks.masks)
-    n = arr.shape[0]
-    scores = np.asarray(masks.scores, dtype=np.float32).reshape(-1)
-    boxes = np.asarray(masks.boxes, dtype=np.float32)
-    if scores.shape[0] != n or boxes.shape != (n, 4):
-        raise ValueError(
-            f"masks, scores and boxes must describe the same N masks: got masks {arr.shape}, "
-            f"scores {scores.shape}, boxes {boxes.shape} (boxes must be (N, 4))"
-        )
-
-    areas = arr.reshape(n, arr.shape[1] * arr.shape[2]).sum(axis=1)
+    scores = masks.scores
+    areas = masks.areas
     candidates = np.flatnonzero((scores >= score_threshold) & (areas > 0))
     order = candidates[np.argsort(-scores[candidates], kind="stable")]
-
-    inter = pairwise_intersections(arr[order])
-    cand_areas = areas[order].astype(np.float64)
-    kept_pos: list[int] = []
-    for pos in range(order.shape[0]):
-        if kept_pos:
-            kept = np.asarray(kept_pos)
-            smaller = np.minimum(cand_areas[pos], cand_areas[kept])
-            iom = inter[pos, kept] / smaller
-            if np.any(iom > iom_threshold):
+    boxes = masks.tight_boxes
+    counts = masks.counts
+    kept: list[int] = []
+    for index in order:
+        near = overlapping_box_pairs(boxes, int(index), np.asarray(kept, dtype=np.int64))
+        if len(near):
+            shared = rle.intersections(counts[index], [counts[k] for k in near], masks.height, masks.width,
+                                       int(areas[index]))
+            if np.any(shared / np.minimum(areas[index], areas[near]) > iom_threshold):
                 continue
-        kept_pos.append(pos)
-
-    keep = order[np.asarray(kept_pos, dtype=np.int64)]
+        kept.append(int(index))
     logger.debug(
         "postprocess_masks: %d in, %d above score/non-empty, %d after overlap removal",
-        n,
+        len(masks),
         order.shape[0],
-        keep.shape[0],
+        len(kept),
     )
-    return Masks(arr[keep], scores[keep], boxes[keep], masks.phrase)
+    return masks.subset(kept)
 
 
 def boxes_from_masks(masks: np.ndarray) -> np.ndarray:
@@ -171,11 +152,7 @@ def encode_rle(masks: np.ndarray) -> list[dict[str, Any]]:
         arr = arr[None]
     arr = _check_mask_array(arr)
     n, h, w = arr.shape
-    if n == 0:
-        return []
-    fortran = np.asfortranarray(arr.transpose(1, 2, 0).astype(np.uint8))
-    encoded = coco_mask.encode(fortran)
-    return [{"size": [int(h), int(w)], "counts": r["counts"].decode("ascii")} for r in encoded]
+    return [{"size": [int(h), int(w)], "counts": rle.text(c)} for c in rle.encode(arr, h, w)]
 
 
 def _check_size(size: Any, index: int) -> tuple[int, int]:
@@ -189,42 +166,76 @@ def _check_size(size: Any, index: int) -> tuple[int, int]:
 
 
 def _compressed_counts_total(counts: bytes, index: int) -> int:
-    """Sum of the run lengths in a COCO compressed counts string.
+    """Sum of the run lengths in a COCO compressed counts string (``rle.run_lengths``).
 
     Only used to validate input before handing it to pycocotools, whose decoder leaves pixels
-    uninitialised when the runs cover fewer than H*W pixels. Format (COCO mask API): runs are
-    written as 6-bit chunks offset by 48, low 5 bits data, bit 0x20 "more", bit 0x10 of the last
-    chunk the sign; from the fourth run on, each value is a delta to the run two places before.
+    uninitialised when the runs cover fewer than H*W pixels.
     """
-    runs: list[int] = []
-    pos = 0
-    length = len(counts)
-    while pos < length:
-        value = 0
-        shift = 0
-        more = True
-        while more:
-            if pos >= length:
-                raise ValueError(f"RLE {index}: 'counts' ends in the middle of a run length")
-            chunk = counts[pos] - 48
-            if not 0 <= chunk < 64:
-                raise ValueError(f"RLE {index}: 'counts' has a character outside the COCO RLE alphabet")
-            value |= (chunk & 0x1F) << shift
-            more = bool(chunk & 0x20)
-            pos += 1
-            shift += 5
-            if not more and chunk & 0x10:
-                value -= 1 << shift
-        if len(runs) > 2:
-            value += runs[-2]
-        if value < 0:
-            raise ValueError(f"RLE {index}: 'counts' decodes to a negative run length")
-        runs.append(value)
-    return sum(runs)
+    try:
+        runs = rle.run_lengths(counts)
+    except ValueError as error:
+        raise ValueError(f"RLE {index}: {error}") from None
+    if np.any(runs < 0):
+        raise ValueError(f"RLE {index}: 'counts' decodes to a negative run length")
+    return int(runs.sum())
+
+
+def validated_counts(
+    rles: Any, height: int | None = None, width: int | None = None
+) -> tuple[tuple[bytes, ...], tuple[int, int]]:
+    """Check COCO RLEs read from a file without decoding them; the one check every loader applies.
+
+    Args:
+        rles: dicts ``{"size": [H, W], "counts": str | bytes}`` (compressed RLE) or with ``counts`` as a
+            list of run lengths (uncompressed RLE); all of the same size.
+        height, width: the expected mask size; required when ``rles`` is empty.
+
+    Returns:
+        (compressed counts as ``bytes``, one per RLE, in order; the mask size (H, W)).
+
+    Raises:
+        ValueError: a malformed RLE (missing keys, bad size, counts that are not valid COCO RLE or that do
+            not cover exactly H*W pixels), mixed or unexpected sizes, or an empty list without a size.
+    """
+    if not isinstance(rles, (list, tuple)):
+        raise ValueError(f"rles must be a list of RLE dicts; got {type(rles).__name__}")
+    expected = None if height is None or width is None else (int(height), int(width))
+    if not rles and expected is None:
+        raise ValueError("cannot decode an empty list of RLEs without height and width")
+    out: list[bytes] = []
+    for i, item in enumerate(rles):
+        if not isinstance(item, dict) or "size" not in item or "counts" not in item:
+            raise ValueError(f"RLE {i}: expected a dict with 'size' and 'counts'; got {item!r:.80}")
+        h, w = _check_size(item["size"], i)
+        if expected is None:
+            expected = (h, w)
+        elif (h, w) != expected:
+            raise ValueError(f"RLE {i}: size {[h, w]} differs from the expected {list(expected)}")
+        counts = item["counts"]
+        if isinstance(counts, str):
+            try:
+                counts = counts.encode("ascii")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"RLE {i}: 'counts' must be ASCII COCO RLE text") from exc
+        if isinstance(counts, (bytes, bytearray)):
+            total = _compressed_counts_total(bytes(counts), i)
+            if total != h * w:
+                raise ValueError(f"RLE {i}: run lengths cover {total} pixels, expected {h}x{w} = {h * w}")
+            out.append(bytes(counts))
+        elif isinstance(counts, (list, tuple)):
+            if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0 for c in counts):
+                raise ValueError(f"RLE {i}: uncompressed 'counts' must be non-negative integers")
+            if sum(int(c) for c in counts) != h * w:
+                raise ValueError(f"RLE {i}: run lengths cover {sum(counts)} pixels, expected {h}x{w} = {h * w}")
+            compressed = coco_mask.frPyObjects({"size": [h, w], "counts": [int(c) for c in counts]}, h, w)
+            out.append(bytes(compressed["counts"]))
+        else:
+            raise ValueError(f"RLE {i}: 'counts' must be str, bytes or a list of ints; got {type(counts).__name__}")
+    return tuple(out), expected  # type: ignore[return-value]
 
 
 def decode_rle(rles: list[dict[str, Any]], *, height: int | None = None, width: int | None = None) -> np.ndarray:
-    """Decode COCO RLEs to boolean masks (via ``pycocotools.mask.decode``).
+    """Decode COCO RLEs to boolean masks (via ``pycocotools.mask.decode``), after ``validated_counts``.
 
     Args:
         rles: dicts ``{"size": [H, W], "counts": str | bytes}`` (compressed RLE) or with
@@ -236,76 +247,28 @@ def decode_rle(rles: list[dict[str, Any]], *, height: int | None = None, width: 
         bool (N, H, W).
 
     Raises:
-        ValueError: on a malformed RLE (missing keys, bad size, counts that are not valid
-            COCO RLE or that do not cover exactly H*W pixels), mixed sizes, or an empty list
-            without ``height``/``width``.
+        ValueError: see ``validated_counts``.
     """
-    if not isinstance(rles, (list, tuple)):
-        raise ValueError(f"rles must be a list of RLE dicts; got {type(rles).__name__}")
-    expected = None if height is None or width is None else (int(height), int(width))
-    if not rles:
-        if expected is None:
-            raise ValueError("cannot decode an empty list of RLEs without height and width")
-        return np.zeros((0, *expected), dtype=bool)
-
-    prepared: list[dict[str, Any]] = []
-    for i, rle in enumerate(rles):
-        if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
-            raise ValueError(f"RLE {i}: expected a dict with 'size' and 'counts'; got {rle!r:.80}")
-        h, w = _check_size(rle["size"], i)
-        if expected is None:
-            expected = (h, w)
-        elif (h, w) != expected:
-            raise ValueError(f"RLE {i}: size {[h, w]} differs from the expected {list(expected)}")
-        counts = rle["counts"]
-        if isinstance(counts, str):
-            try:
-                counts = counts.encode("ascii")
-            except UnicodeEncodeError as exc:
-                raise ValueError(f"RLE {i}: 'counts' must be ASCII COCO RLE text") from exc
-        if isinstance(counts, (bytes, bytearray)):
-            total = _compressed_counts_total(bytes(counts), i)
-            if total != h * w:
-                raise ValueError(f"RLE {i}: run lengths cover {total} pixels, expected {h}x{w} = {h * w}")
-            prepared.append({"size": [h, w], "counts": bytes(counts)})
-        elif isinstance(counts, (list, tuple)):
-            if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0 for c in counts):
-                raise ValueError(f"RLE {i}: uncompressed 'counts' must be non-negative integers")
-            if sum(int(c) for c in counts) != h * w:
-                raise ValueError(f"RLE {i}: run lengths cover {sum(counts)} pixels, expected {h}x{w} = {h * w}")
-            prepared.append(coco_mask.frPyObjects({"size": [h, w], "counts": [int(c) for c in counts]}, h, w))
-        else:
-            raise ValueError(f"RLE {i}: 'counts' must be str, bytes or a list of ints; got {type(counts).__name__}")
-
-    h, w = expected
-    if h * w == 0:
-        return np.zeros((len(prepared), h, w), dtype=bool)
-    decoded = coco_mask.decode(prepared)  # uint8 (H, W, N), Fortran order
-    return np.ascontiguousarray(decoded.transpose(2, 0, 1)).astype(bool)
+    counts, (h, w) = validated_counts(rles, height, width)
+    return rle.decode_all(counts, h, w)
 
 
 def to_coco_results(masks: Masks, image_id: int = 1, category_id: int = 1) -> list[dict[str, Any]]:
-    """The masks in COCO results format (one dict per mask, in order).
+    """The masks in COCO results format (one dict per mask, in order), read from their RLE (no encoding).
 
     Each dict: ``image_id`` int, ``category_id`` int, ``segmentation`` compressed RLE with
-    ``counts`` as str, ``bbox`` ``[x, y, w, h]`` float pixels (``pycocotools.mask.toBbox``),
+    ``counts`` as str, ``bbox`` ``[x, y, w, h]`` float pixels (the tight box, as ``pycocotools.mask.toBbox``),
     ``score`` float, ``area`` int pixel count (``pycocotools.mask.area``).
     """
-    rles = encode_rle(masks.masks)
-    if not rles:
-        return []
-    coco_rles = [{"size": r["size"], "counts": r["counts"].encode("ascii")} for r in rles]
-    bboxes = coco_mask.toBbox(coco_rles)
-    areas = coco_mask.area(coco_rles)
-    scores = np.asarray(masks.scores, dtype=np.float32).reshape(-1)
+    boxes = masks.tight_boxes
     return [
         {
             "image_id": int(image_id),
             "category_id": int(category_id),
-            "segmentation": rle,
-            "bbox": [float(v) for v in bbox],
+            "segmentation": {"size": [masks.height, masks.width], "counts": rle.text(counts)},
+            "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])],
             "score": float(score),
             "area": int(area),
         }
-        for rle, bbox, area, score in zip(rles, bboxes, areas, scores)
+        for counts, box, area, score in zip(masks.counts, boxes, masks.areas, masks.scores)
     ]

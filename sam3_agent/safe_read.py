@@ -38,7 +38,7 @@ from PIL import Image, UnidentifiedImageError
 
 from .errors import InputError, Sam3AgentError, TraceFormatError, what_went_wrong
 from .images import MAX_PIXELS
-from .masks import _compressed_counts_total, decode_rle
+from .masks import _compressed_counts_total, decode_rle, validated_counts
 from .render import ZOOM_MIN_LONG_SIDE, ZOOM_SEPARATOR_WIDTH
 
 logger = logging.getLogger(__name__)
@@ -357,29 +357,45 @@ def view_size_limit(width: int, height: int) -> tuple[int, int]:
     return 2 * side_w + ZOOM_SEPARATOR_WIDTH, side_h
 
 
-def decode_image(data: bytes, what: str, max_size: tuple[int, int] | None = None,
-                 max_pixels: int = MAX_PIXELS, budget: DecodeBudget | None = None) -> Image.Image:
-    """Decode an image of a trace after checking its header: RGB, at most ``max_size`` (width, height) and
-    ``max_pixels`` pixels, within ``budget`` (3 bytes a pixel).
+def check_image_size(data: bytes, what: str, max_size: tuple[int, int] | None = None,
+                     max_pixels: int = MAX_PIXELS, budget: DecodeBudget | None = None) -> tuple[int, int]:
+    """The (width, height) an encoded image declares in its header, checked before any pixel is decoded: at most
+    ``max_size`` (width, height) and ``max_pixels`` pixels, counted against ``budget`` (3 bytes a pixel).
 
     Raises:
-        TraceFormatError: not an image, corrupt, or larger than allowed (checked before any pixel is decoded).
+        TraceFormatError: not an image, or larger than allowed.
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+    except (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, zlib.error,
+            Image.DecompressionBombError) as error:
+        raise TraceFormatError(f"{what} is missing or unreadable: {describe(error)}") from None
+    if width * height > max_pixels or (max_size is not None and (width > max_size[0] or height > max_size[1])):
+        limit = f"{max_size[0]}x{max_size[1]}" if max_size is not None else f"{max_pixels:,} pixels"
+        raise TraceFormatError(f"{what} is {width}x{height} pixels, larger than this trace's images can be "
+                               f"({limit}): the file is damaged or was not saved by SAM3 Agent")
+    if budget is not None:
+        budget.take(3 * width * height, what)
+    return width, height
+
+
+def decode_image(data: bytes, what: str, max_size: tuple[int, int] | None = None,
+                 max_pixels: int = MAX_PIXELS, budget: DecodeBudget | None = None) -> Image.Image:
+    """Decode an image of a trace after checking its header (``check_image_size``); returns it in mode RGB.
+
+    Raises:
+        TraceFormatError: not an image, corrupt, or larger than allowed (checked before any pixel is decoded).
+    """
+    check_image_size(data, what, max_size, max_pixels, budget)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data))
-        width, height = image.size
-        if width * height > max_pixels or (max_size is not None and (width > max_size[0] or height > max_size[1])):
-            limit = f"{max_size[0]}x{max_size[1]}" if max_size is not None else f"{max_pixels:,} pixels"
-            raise TraceFormatError(f"{what} is {width}x{height} pixels, larger than this trace's images can be "
-                                   f"({limit}): the file is damaged or was not saved by SAM3 Agent")
-        if budget is not None:
-            budget.take(3 * width * height, what)
-        image.load()
+            image.load()
         return image if image.mode == "RGB" else image.convert("RGB")
-    except TraceFormatError:
-        raise
     except (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, zlib.error,
             Image.DecompressionBombError) as error:
         raise TraceFormatError(f"{what} is missing or unreadable: {describe(error)}") from None
@@ -418,8 +434,10 @@ def check_rle(rle: Any, height: int, width: int, what: str) -> None:
                                f"{height * width:,}")
 
 
-def masks_for_image(rles: Any, height: int, width: int, what: str, budget: DecodeBudget | None = None) -> np.ndarray:
-    """Decode the masks of a file after checking every RLE against the image (``check_rle``) and the budget.
+def mask_counts_for_image(rles: Any, height: int, width: int, what: str,
+                          budget: DecodeBudget | None = None) -> tuple[bytes, ...]:
+    """The compressed counts of a file's masks, after checking every RLE against the image (``check_rle``), the
+    number of masks and the budget (1 byte a pixel: what the masks take once drawn); nothing is decoded.
 
     Args:
         rles: list of COCO RLE dicts read from a file.
@@ -428,7 +446,7 @@ def masks_for_image(rles: Any, height: int, width: int, what: str, budget: Decod
         budget: decoded bytes left for this load (one per load, shared by all its masks).
 
     Returns:
-        bool (N, height, width).
+        one ``bytes`` of COCO compressed counts per mask, in order.
 
     Raises:
         TraceFormatError: not a list, too many masks, a mask that does not fit the image, over the budget.
@@ -442,6 +460,22 @@ def masks_for_image(rles: Any, height: int, width: int, what: str, budget: Decod
         check_rle(rle, height, width, f"{what}, mask {number}" if len(rles) > 1 else what)
     if budget is not None:
         budget.take(len(rles) * height * width, what)
+    try:
+        return validated_counts(rles, height, width)[0]
+    except ValueError as error:
+        raise TraceFormatError(f"{what} is malformed: {error}") from None
+
+
+def masks_for_image(rles: Any, height: int, width: int, what: str, budget: DecodeBudget | None = None) -> np.ndarray:
+    """Decode the masks of a file after ``mask_counts_for_image``'s checks.
+
+    Returns:
+        bool (N, height, width).
+
+    Raises:
+        TraceFormatError: see ``mask_counts_for_image``.
+    """
+    mask_counts_for_image(rles, height, width, what, budget)
     return decode_rle(rles, height=height, width=width)
 
 

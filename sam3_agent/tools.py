@@ -17,10 +17,10 @@ from PIL import Image
 
 from .masks import IOM_THRESHOLD, SCORE_THRESHOLD, postprocess_masks
 from .prompts import Prompts
-from .render import render_numbered_overlay
+from .render import MaskView, view_part
 from .segmenter import Segmenter
 from .tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
-from .types import Event, ImagePart, Masks, Message, TextPart, ToolCall, ToolResult
+from .types import Event, Masks, Message, TextPart, ToolCall, ToolResult
 from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verify_masks
 from .vlm.base import VLM
 
@@ -229,8 +229,7 @@ class Tools:
                 "phrase_already_used", phrase=phrase, used=", ".join(f'"{p}"' for p in state.used_phrases)
             )
         detections = self.segmenter.segment(state.image, phrase, self.score_threshold)
-        masks = postprocess_masks(detections, self.score_threshold, self.iom_threshold)
-        masks = Masks(masks.masks, masks.scores, masks.boxes, phrase)
+        masks = postprocess_masks(detections, self.score_threshold, self.iom_threshold).renamed(phrase)
         state.used_phrases.append(phrase)
         state.masks = masks
         note = self._phrase_cut_note(phrase)
@@ -240,9 +239,9 @@ class Tools:
             )
             reply = Message("user", (TextPart(text),))
             return ToolOutcome(ToolResult(reply, masks, summary=f"0 masks for '{phrase}'"), starts_masks=True)
-        overlay = render_numbered_overlay(state.image, masks.masks)
+        overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, masks))
         text = note + self.prompts.format("segment_result", count=len(masks), phrase=phrase)
-        reply = Message("user", (TextPart(text), ImagePart(overlay, f"round{round_index}_overlay")))
+        reply = Message("user", (TextPart(text), overlay))
         summary = f"{len(masks)} mask(s) for '{phrase}'"
         return ToolOutcome(ToolResult(reply, masks, summary=summary), starts_masks=True)
 
@@ -281,12 +280,12 @@ class Tools:
             text = self.prompts.format("examine_all_rejected", total=len(masks))
             reply = Message("user", (TextPart(text),))
         else:
-            overlay = render_numbered_overlay(state.image, survivors.masks)
+            overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors))
             text = self.prompts.format("examine_result", kept=len(kept), total=len(masks))
             unchecked = [str(new) for new, v in enumerate(accepted, start=1) if v.source == "error"]
             if unchecked:
                 text += "\n" + self.prompts.format("examine_unchecked", numbers=", ".join(unchecked))
-            reply = Message("user", (TextPart(text), ImagePart(overlay, f"round{round_index}_overlay")))
+            reply = Message("user", (TextPart(text), overlay))
         summary = f"kept {len(kept)} of {len(masks)} mask(s)"
         return ToolOutcome(ToolResult(reply, survivors, verdicts=tuple(verdicts), summary=summary))
 

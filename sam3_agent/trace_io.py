@@ -1,398 +1,67 @@
-"""Saving and loading a self-contained trace: ``trace.json`` plus one PNG per image, or one ``.zip``.
+"""Saving and loading a self-contained trace: a folder (or one ``.zip``) that stores what cannot be derived.
 
-Layout of a saved trace folder::
+Layout (schema version 2)::
 
-    trace.json          schema_version, query, settings, status, messages, rounds, final masks, edits
-    images/<name>.png   every image referenced by name (raw image, overlays, verification views)
+    trace.json               schema_version, renderer_version, query, settings, status, messages, rounds,
+                             references to the files below, edits
+    images/photo-<h>.<ext>   the photo: the file exactly as the user gave it when it decodes to the run's
+                             image (a JPEG stays a JPEG), else a lossless PNG
+    masks/<h>.json           one file per mask set: size, phrase, scores, boxes and each mask's COCO RLE;
+                             a set that only picks masks of an earlier set names that set and the indices
+    images/<name>-<h>.png    only images that cannot be rendered again (e.g. from a version-1 trace)
 
-Hand corrections (``Trace.edits``) are stored under ``"edits"`` in their JSON form (``edits.op_to_json``); a trace
-saved before edits existed has no such key and loads with no edits. Masks are stored as COCO RLE (``{"size": [H, W], "counts": str}``). Image names are built by the
-agent from round and mask numbers; on load they are checked against a strict pattern so a
-hand-edited file cannot point outside its folder.
+``<h>`` is a hash of the file's content, so a file name never changes meaning: a save into a folder that
+holds an older trace writes its new files beside the old ones (under temporary names, renamed into place),
+replaces ``trace.json`` last, then removes what the new ``trace.json`` does not name. A save killed half-way
+leaves the older trace whole.
+
+Views (numbered overlays, single-mask and zoom views) are stored as recipes (``render.MaskView``: which
+mask set, which mask) and rendered again, identically, when an image is read after loading; traces record
+``render.RENDERER_VERSION``. Version-1 traces (every image a PNG, masks inline) load through ``trace_v1``;
+saving them again writes version 2 and keeps their images as stored files.
+
+Hand corrections (``Trace.edits``) are stored under ``"edits"`` in their JSON form (``edits.op_to_json``).
+Image and file names are checked against strict patterns on load, so a hand-edited file cannot point outside
+its folder. Every load reads through ``safe_read`` (bounded folder and ``.zip`` reads, images checked on their
+header, every mask set checked against the photo's size before use), whatever the schema version.
 """
 
 from __future__ import annotations
 
-import io
-import json
-import re
-import zipfile
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-from PIL import Image
-
-from .edits import op_from_json, op_to_json
 from .errors import TraceFormatError
-from .images import file_name_of
-from .masks import encode_rle
-from .safe_read import (
-    MAX_ZIP_BYTES,
-    DecodeBudget,
-    FolderFiles,
-    ZipFiles,
-    check_edit_masks,
-    decode_image,
-    describe,
-    masks_for_image,
-    read_json,
-    reading,
-    regular_file,
-    view_size_limit,
-)
-from .types import (
-    SCHEMA_VERSION,
-    ContextRecord,
-    ImagePart,
-    Masks,
-    MaskVerdict,
-    Message,
-    Part,
-    Round,
-    TextPart,
-    ToolCall,
-    ToolResult,
-    Trace,
-    images_equal,
-)
+from .safe_read import MAX_ZIP_BYTES, FolderFiles, ZipFiles, read_json, reading, regular_file
+from .trace_decode import read_mask_set, trace_from_json
+from .trace_encode import IMAGE_DIR, MASK_DIR, TRACE_FILE, TraceEncoder, trace_files
+from .trace_writer import TraceWriter, write_folder, zip_files
+from .types import Trace
 
-TRACE_FILE = "trace.json"
-IMAGE_DIR = "images"
-_NAME = re.compile(r"^[A-Za-z0-9_]{1,80}$")
-
-
-# ------------------------------------------------------------------ encoding
-
-
-class _Writer:
-    """Collects images by name while encoding, refusing two different images under one name."""
-
-    def __init__(self) -> None:
-        self.images: dict[str, Image.Image] = {}
-
-    def image(self, part: ImagePart) -> dict[str, Any]:
-        if not _NAME.match(part.name):
-            raise ValueError(f"image name {part.name!r} is not a safe file stem")
-        known = self.images.get(part.name)
-        if known is None:
-            self.images[part.name] = part.image
-        elif known is not part.image and not images_equal(known, part.image):
-            raise ValueError(f"two different images share the name {part.name!r}")
-        return {"type": "image", "name": part.name}
-
-    def part(self, part: Part) -> dict[str, Any]:
-        if isinstance(part, TextPart):
-            return {"type": "text", "text": part.text}
-        return self.image(part)
-
-    def message(self, message: Message | None) -> dict[str, Any] | None:
-        if message is None:
-            return None
-        return {
-            "role": message.role,
-            "parts": [self.part(p) for p in message.parts],
-            "call": _call(message.call),
-            "starts_masks": message.starts_masks,
-            "mistake": message.mistake,
-        }
-
-    def masks(self, masks: Masks | None) -> dict[str, Any] | None:
-        if masks is None:
-            return None
-        return {
-            "phrase": masks.phrase,
-            "size": [int(masks.masks.shape[1]), int(masks.masks.shape[2])],
-            "scores": [float(s) for s in masks.scores],
-            "boxes_xyxy": [[float(v) for v in box] for box in masks.boxes],
-            "rle": encode_rle(masks.masks),
-        }
-
-    def verdict(self, verdict: MaskVerdict) -> dict[str, Any]:
-        return {
-            "mask_number": verdict.mask_number,
-            "verdict": verdict.verdict,
-            "source": verdict.source,
-            "outputs": list(verdict.outputs),
-            "mask_view": self.image(verdict.mask_view)["name"],
-            "zoom_view": self.image(verdict.zoom_view)["name"],
-            "prompt_tokens": verdict.prompt_tokens,
-            "seconds": verdict.seconds,
-            "error": verdict.error,
-        }
-
-    def result(self, result: ToolResult | None) -> dict[str, Any] | None:
-        if result is None:
-            return None
-        return {
-            "reply": self.message(result.reply),
-            "masks": self.masks(result.masks),
-            "ends_run": result.ends_run,
-            "final_masks": self.masks(result.final_masks),
-            "verdicts": [self.verdict(v) for v in result.verdicts],
-            "summary": result.summary,
-        }
-
-    def round(self, r: Round) -> dict[str, Any]:
-        return {
-            "index": r.index,
-            "context": {
-                "kept": list(r.context.kept),
-                "dropped": list(r.context.dropped),
-                "images_as_text": list(r.context.images_as_text),
-                "note": r.context.note,
-                "image_count": r.context.image_count,
-                "reasons": None if r.context.reasons is None else [list(pair) for pair in r.context.reasons],
-            },
-            "output": r.output,
-            "finish_reason": r.finish_reason,
-            "call": _call(r.call),
-            "error": r.error,
-            "error_detail": r.error_detail,
-            "result": self.result(r.result),
-            "assistant_index": r.assistant_index,
-            "reply_index": r.reply_index,
-            "prompt_tokens": r.prompt_tokens,
-            "output_tokens": r.output_tokens,
-            "vlm_seconds": r.vlm_seconds,
-            "tool_seconds": r.tool_seconds,
-        }
-
-
-def _call(call: ToolCall | None) -> dict[str, Any] | None:
-    if call is None:
-        return None
-    return {"name": call.name, "parameters": call.parameters, "raw_name": call.raw_name}
-
-
-def trace_to_json(trace: Trace) -> tuple[dict[str, Any], dict[str, Image.Image]]:
-    """The JSON document of a trace and the images it references (name → image).
-
-    Raises:
-        ValueError: when two different images share a name, or a name is not a safe file stem.
-    """
-    writer = _Writer()
-    writer.image(ImagePart(trace.image, "raw"))
-    document = {
-        "schema_version": SCHEMA_VERSION,
-        "query": trace.query,
-        "image": "raw",
-        "settings": trace.settings,
-        "status": trace.status,
-        "error": trace.error,
-        "started_at": trace.started_at,
-        "finished_at": trace.finished_at,
-        "messages": [writer.message(m) for m in trace.messages],
-        "rounds": [writer.round(r) for r in trace.rounds],
-        "final_masks": writer.masks(trace.final_masks),
-        "edits": [op_to_json(op) for op in trace.edits],
-    }
-    if trace.image_name is not None:
-        document["image_name"] = trace.image_name
-    return document, writer.images
-
-
-def _png(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", compress_level=1)
-    return buffer.getvalue()
-
-
-def save_trace(trace: Trace, folder: str | Path) -> Path:
-    """Write ``trace.json`` and ``images/*.png`` into ``folder`` (created if needed); returns the JSON path."""
-    folder = Path(folder)
-    document, images = trace_to_json(trace)
-    (folder / IMAGE_DIR).mkdir(parents=True, exist_ok=True)
-    for name, image in images.items():
-        (folder / IMAGE_DIR / f"{name}.png").write_bytes(_png(image))
-    for stale in (folder / IMAGE_DIR).glob("*.png"):  # left by an earlier trace saved in the same folder
-        if stale.stem not in images:
-            stale.unlink()
-    path = folder / TRACE_FILE
-    path.write_text(json.dumps(document, ensure_ascii=False, indent=1), encoding="utf-8")
-    return path
+__all__ = [
+    "IMAGE_DIR", "MASK_DIR", "MAX_ZIP_BYTES", "TRACE_FILE", "TraceEncoder", "TraceWriter", "load_trace",
+    "load_trace_zip", "read_mask_set", "save_trace", "trace_files", "trace_from_json", "trace_to_zip_bytes",
+    "zip_files",
+]
 
 
 def trace_to_zip_bytes(trace: Trace) -> bytes:
-    """The trace as one ``.zip`` (``trace.json`` + ``images/*.png``), in memory."""
-    document, images = trace_to_json(trace)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(TRACE_FILE, json.dumps(document, ensure_ascii=False, indent=1))
-        for name, image in images.items():
-            archive.writestr(f"{IMAGE_DIR}/{name}.png", _png(image))
-    return buffer.getvalue()
-
-
-# ------------------------------------------------------------------ decoding
-
-
-class _Reader:
-    """Decodes a trace's images and masks, each checked against the raw image (``safe_read``) before decoding."""
-
-    def __init__(self, load_image_bytes: Any) -> None:
-        self._load = load_image_bytes
-        self._cache: dict[str, Image.Image] = {}
-        self.budget = DecodeBudget()
-        self.size: tuple[int, int] | None = None  # (width, height) of the raw image, read first
-
-    def image(self, name: Any, raw: bool = False) -> Image.Image:
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise TraceFormatError(f"bad image name {name!r} in the trace")
-        if name not in self._cache:
-            path = f"{IMAGE_DIR}/{name}.png"
-            try:
-                data = self._load(path)
-            except (OSError, KeyError):
-                raise TraceFormatError(f"image {path} is missing from the trace") from None
-            limit = None if raw or self.size is None else view_size_limit(*self.size)
-            self._cache[name] = decode_image(data, f"image {path}", limit, budget=self.budget)
-        if raw:
-            self.size = self._cache[name].size
-        return self._cache[name]
-
-    def part(self, data: dict[str, Any]) -> Part:
-        if data["type"] == "text":
-            return TextPart(str(data["text"]))
-        if data["type"] == "image":
-            return ImagePart(self.image(data["name"]), data["name"])
-        raise TraceFormatError(f"unknown message part type {data['type']!r}")
-
-    def message(self, data: dict[str, Any] | None) -> Message | None:
-        if data is None:
-            return None
-        if data["role"] not in ("system", "user", "assistant"):
-            raise TraceFormatError(f"unknown message role {data['role']!r}")
-        return Message(
-            data["role"], tuple(self.part(p) for p in data["parts"]), _read_call(data["call"]),
-            bool(data["starts_masks"]),
-            bool(data.get("mistake", False)),  # absent in traces written before this field existed
-        )
-
-    def masks(self, data: dict[str, Any] | None) -> Masks | None:
-        if data is None:
-            return None
-        width, height = self.size
-        if list(data["size"]) != [height, width]:
-            raise TraceFormatError(f"masks of size {data['size']} (height, width) do not match the image's "
-                                   f"{[height, width]}")
-        masks = masks_for_image(data["rle"], height, width, f"masks of phrase {data['phrase']!r}", self.budget)
-        scores = np.asarray(data["scores"], dtype=np.float32).reshape(-1)
-        boxes = np.asarray(data["boxes_xyxy"], dtype=np.float32).reshape(-1, 4)
-        if not (len(scores) == len(boxes) == masks.shape[0]):
-            raise TraceFormatError("mask, score and box counts differ in the trace")
-        return Masks(masks, scores, boxes, str(data["phrase"]))
-
-    def verdict(self, data: dict[str, Any]) -> MaskVerdict:
-        return MaskVerdict(
-            mask_number=int(data["mask_number"]),
-            verdict=data["verdict"],
-            source=data["source"],
-            outputs=tuple(data["outputs"]),
-            mask_view=ImagePart(self.image(data["mask_view"]), data["mask_view"]),
-            zoom_view=ImagePart(self.image(data["zoom_view"]), data["zoom_view"]),
-            prompt_tokens=data["prompt_tokens"],
-            seconds=float(data["seconds"]),
-            error=data.get("error"),  # absent in traces written before verification errors were recorded
-        )
-
-    def result(self, data: dict[str, Any] | None) -> ToolResult | None:
-        if data is None:
-            return None
-        return ToolResult(
-            reply=self.message(data["reply"]),
-            masks=self.masks(data["masks"]),
-            ends_run=bool(data["ends_run"]),
-            final_masks=self.masks(data["final_masks"]),
-            verdicts=tuple(self.verdict(v) for v in data["verdicts"]),
-            summary=str(data["summary"]),
-        )
-
-    def round(self, data: dict[str, Any]) -> Round:
-        context = data["context"]
-        return Round(
-            index=int(data["index"]),
-            context=ContextRecord(
-                kept=tuple(context["kept"]),
-                dropped=tuple(context["dropped"]),
-                images_as_text=tuple(context["images_as_text"]),
-                note=context["note"],
-                image_count=int(context["image_count"]),
-                reasons=_read_reasons(context.get("reasons")),  # absent in traces saved before it existed
-            ),
-            output=str(data["output"]),
-            finish_reason=data["finish_reason"],
-            call=_read_call(data["call"]),
-            error=data["error"],
-            error_detail=data["error_detail"],
-            result=self.result(data["result"]),
-            assistant_index=data["assistant_index"],
-            reply_index=data["reply_index"],
-            prompt_tokens=data["prompt_tokens"],
-            output_tokens=data["output_tokens"],
-            vlm_seconds=float(data["vlm_seconds"]),
-            tool_seconds=float(data["tool_seconds"]),
-        )
-
-
-def _read_reasons(data: Any) -> tuple[tuple[int, str], ...] | None:
-    """``ContextRecord.reasons`` from ``[[index, key], ...]`` (``None``: not recorded)."""
-    if data is None:
-        return None
-    return tuple((int(index), str(key)) for index, key in data)
-
-
-def _read_call(data: dict[str, Any] | None) -> ToolCall | None:
-    if data is None:
-        return None
-    return ToolCall(str(data["name"]), dict(data["parameters"]), str(data["raw_name"]))
-
-
-def _read_edits(data: Any) -> list:
-    if not isinstance(data, list):
-        raise TraceFormatError(f"'edits' must be a list of edit operations; got {type(data).__name__}")
-    return [op_from_json(op) for op in data]
-
-
-def trace_from_json(document: dict[str, Any], load_image_bytes: Any) -> Trace:
-    """Rebuild a trace from its JSON document; ``load_image_bytes(relative_path) -> bytes``.
+    """The trace as one ``.zip`` (the folder layout of ``save_trace``), in memory.
 
     Raises:
-        TraceFormatError: unknown schema version, missing fields, bad values or missing images.
+        ValueError: two different images share a name, or a name is not a safe file stem.
     """
-    if not isinstance(document, dict):
-        raise TraceFormatError("a trace file holds a JSON object")
-    version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise TraceFormatError(
-            f"trace schema_version {version!r} is not supported (this version reads {SCHEMA_VERSION})"
-        )
-    reader = _Reader(load_image_bytes)
-    try:
-        raw = reader.image(document["image"], raw=True)
-        trace = Trace(
-            query=str(document["query"]),
-            image=raw,
-            settings=dict(document["settings"]),
-            messages=[m for m in (reader.message(d) for d in document["messages"]) if m is not None],
-            rounds=[reader.round(r) for r in document["rounds"]],
-            status=document["status"],
-            error=document["error"],
-            final_masks=reader.masks(document["final_masks"]),
-            started_at=float(document["started_at"]),
-            finished_at=None if document["finished_at"] is None else float(document["finished_at"]),
-            schema_version=int(version),
-            edits=_read_edits(document.get("edits", [])),
-            image_name=file_name_of(document.get("image_name")),
-        )
-    except TraceFormatError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise TraceFormatError(f"the trace is malformed: {describe(error)}") from None
-    check_edit_masks(trace.edits, raw.height, raw.width)
-    if trace.status not in ("running", "done", "no_mask", "max_rounds", "failed", "cancelled"):
-        raise TraceFormatError(f"unknown trace status {trace.status!r}")
-    return trace
+    return zip_files(trace_files(trace))
+
+
+def save_trace(trace: Trace, folder: str | Path) -> Path:
+    """Write the trace into ``folder`` (created if needed), replacing any trace there as one step; returns the
+    path of ``trace.json``.
+
+    Raises:
+        TraceSaveError: the files could not be written (the folder keeps the previous complete trace, if any).
+        ValueError: two different images share a name, or a name is not a safe file stem.
+    """
+    return write_folder(Path(folder), trace_files(trace))
 
 
 def load_trace(path: str | Path) -> Trace:

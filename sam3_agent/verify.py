@@ -26,7 +26,7 @@ from PIL import Image
 from .errors import BackendError
 from .parsing import parse_verdict
 from .prompts import Prompts, token_limit_text
-from .render import render_single_mask, render_zoom_view
+from .render import MaskView, render_mask_views
 from .types import Event, Generation, ImagePart, Masks, MaskVerdict, MaskVerdictReady, Message, TextPart
 from .vlm.base import VLM, generate, generate_each, supports_batches
 
@@ -141,10 +141,14 @@ def verify_masks(
 
 
 def _views(image: Image.Image, masks: Masks, round_index: int, number: int) -> tuple[ImagePart, ImagePart]:
-    mask = masks.masks[number - 1]
-    mask_view = ImagePart(render_single_mask(image, mask), f"round{round_index}_mask{number}_view")
-    zoom_view = ImagePart(render_zoom_view(image, mask), f"round{round_index}_mask{number}_zoom")
-    return mask_view, zoom_view
+    """The mask view and zoom view of mask ``number``, as derived parts: the trace keeps their recipes, and
+    their pixels live only while something reads them (``types.RENDERED_VIEWS``)."""
+    index = number - 1
+    mask_pixels, zoom_pixels = render_mask_views(image, masks, index)
+    return (
+        ImagePart(mask_pixels, f"round{round_index}_mask{number}_view", MaskView("mask", image, masks, index)),
+        ImagePart(zoom_pixels, f"round{round_index}_mask{number}_zoom", MaskView("zoom", image, masks, index)),
+    )
 
 
 def _verdict(

@@ -102,3 +102,30 @@ class KnownAgents:
                     agents.in_flight_now -= 1
 
         return _Mark()
+
+
+REVIEW_PHRASES = {"the cup": "cup", "the dog": None, "the flag": "flag"}
+REVIEW_DETECTIONS = {"cup": [((200, 40, 420, 310), 0.9)], "flag": [((0, 0, 95, 340), 0.8)]}
+
+
+def review_batch(folder: Path) -> Path:
+    """A batch output for review tests, run by the batch code with a scripted VLM over known rectangles: ``cup``
+    (coffee.jpg, one mask: the box (200, 40, 420, 310)), ``dog`` (chelsea.jpg, no mask), ``flag`` (astronaut.jpg, one
+    mask: the box (0, 0, 95, 340)) and ``lost`` (a missing photo: failed, no trace). Returns the output folder."""
+    from sam3_agent.datasets.items import read_items
+    from sam3_agent.datasets.layout import BatchLayout
+    from sam3_agent.datasets.runner import run_batch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [{"id": "cup", "image": str(ASSETS / "coffee.jpg"), "query": "the cup"},
+             {"id": "dog", "image": str(ASSETS / "chelsea.jpg"), "query": "the dog"},
+             {"id": "flag", "image": str(ASSETS / "astronaut.jpg"), "query": "the flag"},
+             {"id": "lost", "image": str(folder / "missing.jpg"), "query": "the cup"}]
+    listing = folder / "items.jsonl"
+    listing.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    items = read_items(listing)
+    out = folder / "out"
+    layout = BatchLayout(out, items)
+    layout.prepare()
+    run_batch(items, layout, KnownAgents(REVIEW_PHRASES, REVIEW_DETECTIONS))
+    return out

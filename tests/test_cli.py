@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ASSETS, tool
+from PIL import Image
 
 from sam3_agent.cli import main
 from sam3_agent.masks import decode_rle, postprocess_masks
 from sam3_agent.presets import tiny_model_paths
+from sam3_agent.render import render_numbered_overlay
 from sam3_agent.segmenter import Sam3Segmenter
 from sam3_agent.trace_io import load_trace
 
@@ -60,7 +62,11 @@ def test_scripted_run_writes_trace_overlay_and_coco_masks(tmp_path, capsys, scri
     x, y, w, h = results[0]["bbox"]
     ys, xs = np.nonzero(decoded[0])
     assert (x, y, x + w, y + h) == (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
-    assert (out / "final_overlay.png").exists() and (out / "images" / "raw.png").exists()
+    overlay = np.asarray(Image.open(out / "final_overlay.png"))  # lossless: the final masks drawn on the photo
+    assert np.array_equal(overlay, np.asarray(render_numbered_overlay(trace.image, trace.final_masks)))
+    # The photo is stored as the file it was (a JPEG stays the same JPEG), not re-encoded.
+    photo = json.loads((out / "trace.json").read_text())["photo"]["file"]
+    assert photo.endswith(".jpg") and (out / photo).read_bytes() == Path(COFFEE).read_bytes()
 
 
 def test_final_mask_is_the_tiny_sam3_top_mask(tmp_path, capsys, script_file):
@@ -201,7 +207,9 @@ def test_rerun_into_the_same_folder_leaves_no_stale_images(tmp_path, capsys, scr
     one_round.write_text(json.dumps([tool("report_no_mask")]))
     assert run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "x", "--out", str(out),
                     "--script", str(one_round)], capsys)[0] == 0
-    assert sorted(p.name for p in (out / "images").iterdir()) == ["raw.png"]
+    document = json.loads((out / "trace.json").read_text())
+    assert [f"images/{p.name}" for p in (out / "images").iterdir()] == [document["photo"]["file"]]
+    assert sorted(f"masks/{p.name}" for p in (out / "masks").iterdir()) == sorted(document["mask_files"])
 
 
 @pytest.mark.slow  # the CLI in a process of its own, to receive a real signal

@@ -49,10 +49,13 @@ def test_held_bytes_counts_each_buffer_once_and_a_view_as_its_base():
 
 
 def test_a_session_is_measured_by_its_photo_view_and_masks():
-    # the photo and its view (Pillow RGB: 4 bytes per pixel), the one bool mask (the edit state's copy of the
-    # agent's mask is a view of the trace's array: counted once), its float32 score and its xyxy box
+    # the photo and its view (Pillow RGB: 4 bytes per pixel), the agent's mask held once as COCO RLE in the trace
+    # (types.Masks) and decoded once as the edit state's bool mask, its float32 score and its xyxy box
     for width, height in ((512, 512), (1024, 768)):
-        assert held_bytes(new_session((width, height))) == 2 * 4 * width * height + width * height + 4 + 16
+        session = new_session((width, height))
+        rle_bytes = sum(len(counts) for counts in session.trace.final_masks.counts)
+        assert 0 < rle_bytes < 1000  # a box-shaped mask is a few hundred bytes of runs
+        assert held_bytes(session) == 2 * 4 * width * height + width * height + rle_bytes + 4 + 16
 
 
 def test_an_unused_session_expires_after_its_time_to_live_and_its_exports_go_with_it(tmp_path):

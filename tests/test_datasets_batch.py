@@ -54,6 +54,9 @@ def test_batch_writes_a_trace_and_record_per_item(items, tmp_path):
                                                                             pytest.approx(0.9))]
     trace = load_trace(tmp_path / "out/items/cup")
     assert (trace.status, trace.query, trace.image_name, len(trace.final_masks)) == ("done", "the cup", "coffee.jpg", 1)
+    # the item's trace keeps its photo as given (the JPEG's own bytes), not a re-encoded copy
+    assert trace.image_file == (ASSETS / "coffee.jpg").read_bytes()
+    assert [p.suffix for p in (tmp_path / "out/items/cup/images").iterdir()] == [".jpg"]
     dog = json.loads((tmp_path / "out/items/dog/item.json").read_text())
     assert (dog["status"], dog["rounds"], dog["masks"]) == ("no_mask", 1, [])
     lost = json.loads((tmp_path / "out/items/lost/item.json").read_text())

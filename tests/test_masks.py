@@ -10,14 +10,14 @@ import pytest
 from PIL import Image
 from pycocotools import mask as coco_mask
 
-import sam3_agent.masks as masks_module
+from sam3_agent import rle
 from sam3_agent.masks import (
     IOM_THRESHOLD,
     SCORE_THRESHOLD,
     boxes_from_masks,
     decode_rle,
     encode_rle,
-    pairwise_intersections,
+    overlapping_box_pairs,
     postprocess_masks,
     to_coco_results,
 )
@@ -167,12 +167,23 @@ def test_boxes_from_masks_are_xyxy_with_exclusive_end_and_zero_for_empty():
     assert boxes.tolist() == [[3, 2, 9, 5], [19, 7, 20, 8], [0, 0, 0, 0]]
 
 
-def test_pairwise_intersections_count_shared_pixels(coffee_masks, monkeypatch):
-    expected = np.array([[int((a & b).sum()) for b in coffee_masks] for a in coffee_masks])
-    assert np.array_equal(pairwise_intersections(coffee_masks), expected)
-    # Chunked accumulation gives the same counts.
-    monkeypatch.setattr(masks_module, "_INTERSECTION_CHUNK", 7_777)
-    assert np.array_equal(pairwise_intersections(coffee_masks), expected)
+def test_rle_intersections_count_shared_pixels(coffee_masks):
+    counts = rle.encode(coffee_masks, 400, 600)
+    areas = rle.areas(counts, 400, 600)
+    for i, a in enumerate(coffee_masks):
+        expected = [int((a & b).sum()) for b in coffee_masks]
+        assert rle.intersections(counts[i], counts, 400, 600, int(areas[i])).tolist() == expected
+
+
+def test_rle_areas_and_tight_boxes_equal_the_pixel_counts_and_boxes_from_masks(coffee_masks):
+    counts = rle.encode(coffee_masks, 400, 600)
+    assert rle.areas(counts, 400, 600).tolist() == coffee_masks.reshape(5, -1).sum(axis=1).tolist()
+    assert np.array_equal(rle.tight_boxes(counts, 400, 600), boxes_from_masks(coffee_masks))
+
+
+def test_overlapping_box_pairs_keeps_only_boxes_sharing_a_pixel():
+    boxes = np.array([[0, 0, 10, 10], [10, 0, 20, 10], [9, 9, 12, 12], [0, 0, 0, 0]], dtype=np.float32)
+    assert overlapping_box_pairs(boxes, 0, np.array([1, 2, 3])).tolist() == [2]  # touching edges share no pixel
 
 
 # ---------------------------------------------------------------- postprocess
@@ -267,10 +278,29 @@ def test_postprocess_of_no_masks_returns_no_masks():
     assert len(out) == 0 and out.masks.shape == (0, 8, 9) and out.phrase == "cat"
 
 
-def test_postprocess_rejects_mismatched_scores():
-    masks = Masks(np.zeros((2, 4, 4), bool), np.zeros(3, np.float32), np.zeros((2, 4), np.float32))
+def test_masks_with_mismatched_scores_are_refused():
     with pytest.raises(ValueError, match="same N masks"):
-        postprocess_masks(masks)
+        Masks(np.zeros((2, 4, 4), bool), np.zeros(3, np.float32), np.zeros((2, 4), np.float32))
+
+
+def test_overlap_filter_compares_only_masks_whose_boxes_overlap(monkeypatch):
+    h, w = 60, 90
+    # 0 and 1 overlap (1 is dropped), 2 lies apart: 1 pair compared, and never against 2.
+    masks = make_masks([rect(h, w, 0, 20, 0, 20), rect(h, w, 5, 25, 5, 25), rect(h, w, 40, 60, 60, 90)],
+                       [0.9, 0.8, 0.7])
+    compared: list[int] = []
+    real = rle.intersections
+    monkeypatch.setattr(rle, "intersections", lambda one, others, *a: compared.append(len(others)) or real(one, others, *a))
+    out = postprocess_masks(masks)
+    assert compared == [1]
+    assert np.array_equal(out.masks, masks.masks[[0, 2]])
+
+
+def test_postprocess_encodes_nothing_and_shares_the_rle(monkeypatch, coffee_masks):
+    masks = Masks(coffee_masks, np.asarray([0.7, 0.95, 0.6, 0.8, 0.9], np.float32), boxes_from_masks(coffee_masks))
+    monkeypatch.setattr(rle, "encode", lambda *a: pytest.fail("a mask set was encoded again"))
+    out = postprocess_masks(masks)
+    assert all(any(c is k for k in masks.counts) for c in out.counts)
 
 
 def test_postprocess_on_photo_masks_matches_a_direct_greedy_reference(coffee_masks):

@@ -283,3 +283,13 @@ def test_zoom_view_of_one_pixel_mask_on_the_border(astronaut):
 def test_zoom_view_of_empty_mask_is_an_error(astronaut):
     with pytest.raises(ValueError, match="empty mask"):
         render_zoom_view(astronaut, np.zeros((512, 512), dtype=bool))
+
+
+def test_label_candidates_are_the_head_of_a_stable_descending_sort():
+    from sam3_agent.render import _deepest_first
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        values = rng.integers(0, 5, rng.integers(0, 400)).astype(np.float32)  # many ties
+        limit = int(rng.integers(1, 300))
+        assert np.array_equal(_deepest_first(values, limit), np.argsort(-values, kind="stable")[:limit])

@@ -41,17 +41,39 @@ def test_folder_round_trip_is_equal(full_trace, tmp_path):
     assert loaded.rounds[3].result.verdicts[1].outputs == ("no verdict", verdict("Reject"))
 
 
-def test_folder_layout_has_versioned_json_and_one_png_per_image(full_trace, tmp_path):
+def test_context_reasons_verdict_errors_and_decoding_settings_round_trip(full_trace, tmp_path):
+    import dataclasses
+
+    examined = full_trace.rounds[3]
+    failed = dataclasses.replace(examined.result.verdicts[0], source="error", error="the verifier timed out")
+    result = dataclasses.replace(examined.result, verdicts=(failed, *examined.result.verdicts[1:]))
+    full_trace.rounds[3] = dataclasses.replace(examined, result=result)
+    full_trace.settings["decoding"] = {"main": {"greedy": True, "seed": 3, "max_new_tokens": 64}}
+    assert full_trace.rounds[3].context.reasons  # the agent records why messages were dropped
+    loaded = load_trace(save_trace(full_trace, tmp_path / "run"))
+    assert loaded == full_trace
+    assert [r.context.reasons for r in loaded.rounds] == [r.context.reasons for r in full_trace.rounds]
+    assert loaded.rounds[3].result.verdicts[0].error == "the verifier timed out"
+    assert loaded.settings["decoding"] == {"main": {"greedy": True, "seed": 3, "max_new_tokens": 64}}
+
+
+def test_folder_holds_the_photo_the_mask_sets_and_no_rendered_view(full_trace, tmp_path):
     save_trace(full_trace, tmp_path)
     document = json.loads((tmp_path / "trace.json").read_text())
-    assert document["schema_version"] == 1
-    assert document["final_masks"]["rle"][0]["size"] == [512, 512]
-    assert isinstance(document["final_masks"]["rle"][0]["counts"], str)
-    names = sorted(p.name for p in (tmp_path / "images").iterdir())
-    assert names == sorted(
-        ["raw.png", "round2_overlay.png", "round3_overlay.png", "round4_overlay.png",
-         "round4_mask1_view.png", "round4_mask1_zoom.png", "round4_mask2_view.png", "round4_mask2_zoom.png"]
-    )
+    assert document["schema_version"] == 2 and document["renderer_version"] == 1
+    # The photo came from memory (no file): stored losslessly. No overlay, mask or zoom view is stored.
+    assert [p.name for p in (tmp_path / "images").iterdir()] == [document["photo"]["file"].split("/")[1]]
+    assert document["photo"]["file"].endswith(".png")
+    # Mask sets: "person" (3 masks), "child" (2), and the survivors and final answer, which only pick
+    # masks of "child": every mask's RLE is stored once.
+    sets = [json.loads((tmp_path / f).read_text()) for f in document["mask_files"]]
+    assert [len(s.get("rle", [])) for s in sets] == [3, 2, 0]
+    assert sets[2]["from"] == document["mask_files"][1] and sets[2]["indices"] == [0]
+    assert sorted(p.name for p in (tmp_path / "masks").iterdir()) == sorted(f.split("/")[1] for f in document["mask_files"])
+    overlay = document["messages"][7]["parts"][1]
+    assert overlay == {"type": "image", "name": "round3_overlay", "view": {"kind": "overlay", "masks": 1}}
+    zoom = document["rounds"][3]["result"]["verdicts"][1]["zoom_view"]
+    assert zoom == {"name": "round4_mask2_zoom", "view": {"kind": "zoom", "masks": 1, "index": 1}}
     assert document["rounds"][3]["context"]["kept"] == [0, 1, 6, 7]
 
 
@@ -77,9 +99,9 @@ def test_unknown_schema_version_is_refused(full_trace, tmp_path):
 def test_image_name_outside_the_folder_is_refused(full_trace, tmp_path):
     save_trace(full_trace, tmp_path)
     document = json.loads((tmp_path / "trace.json").read_text())
-    document["image"] = "../../etc/passwd"
+    document["photo"]["file"] = "../../etc/passwd"
     (tmp_path / "trace.json").write_text(json.dumps(document))
-    with pytest.raises(TraceFormatError, match="bad image name"):
+    with pytest.raises(TraceFormatError, match="bad file name"):
         load_trace(tmp_path)
 
 
@@ -88,8 +110,9 @@ def test_missing_field_is_a_clear_error(full_trace, tmp_path):
     document = json.loads((tmp_path / "trace.json").read_text())
     del document["rounds"][0]["output"]
     (tmp_path / "trace.json").write_text(json.dumps(document))
-    with pytest.raises(TraceFormatError, match="malformed"):
+    with pytest.raises(TraceFormatError, match="malformed: the field 'output' is missing") as caught:
         load_trace(tmp_path)
+    assert "KeyError" not in str(caught.value)  # no Python class names in what a user reads
 
 
 @pytest.mark.parametrize(
@@ -109,11 +132,13 @@ def test_zip_without_trace_json_is_refused():
         load_trace_zip(buffer.getvalue())
 
 
-def test_saving_into_a_used_folder_removes_images_of_the_old_trace(full_trace, segmenter, astronaut, tmp_path):
+def test_saving_into_a_used_folder_removes_the_files_of_the_old_trace(full_trace, segmenter, astronaut, tmp_path):
     save_trace(full_trace, tmp_path)
     short = Agent(ScriptedVLM([tool("report_no_mask")]), segmenter).run(astronaut, "x")
     save_trace(short, tmp_path)
-    assert sorted(p.name for p in (tmp_path / "images").iterdir()) == ["raw.png"]
+    document = json.loads((tmp_path / "trace.json").read_text())
+    assert [f"images/{p.name}" for p in (tmp_path / "images").iterdir()] == [document["photo"]["file"]]
+    assert [f"masks/{p.name}" for p in (tmp_path / "masks").iterdir()] == document["mask_files"]  # the empty answer
     assert load_trace(tmp_path) == short
 
 

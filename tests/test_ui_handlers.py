@@ -11,12 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 from conftest import ASSETS, KnownSegmenter, tool, verdict
 
 from sam3_agent.masks import decode_rle
 from sam3_agent.presets import Backends
 from sam3_agent.trace_io import load_trace, load_trace_zip
 from sam3_agent.ui import handlers as handlers_module
+from sam3_agent.ui import runner as runner_module
 from sam3_agent.ui.handlers import Handlers, RunSlot
 from sam3_agent.ui.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
@@ -60,20 +62,30 @@ def run_to_end(handlers: Handlers, image: str, query: str, slot: RunSlot | None 
     return list(handlers.run(image, query, 10, 0.5, slot if slot is not None else RunSlot()))
 
 
+def finished_downloads(handlers: Handlers, image: str, query: str, slot: RunSlot | None = None):
+    """A run to its end, then the downloads its trace_download event offers: (outputs, [masks, trace.zip])."""
+    slot = slot if slot is not None else RunSlot()
+    outputs = run_to_end(handlers, image, query, slot)
+    return outputs, handlers.trace_download(slot)
+
+
 ASTRONAUT = str(ASSETS / "astronaut.jpg")
 COFFEE = str(ASSETS / "coffee.jpg")
 
 
 def test_a_run_streams_rounds_and_ends_with_downloads(tmp_path):
-    outputs = run_to_end(make_handlers(tmp_path), ASTRONAUT, "the child on the left")
+    handlers = make_handlers(tmp_path)
+    outputs, downloads = finished_downloads(handlers, ASTRONAUT, "the child on the left")
     first, last = outputs[0], outputs[-1]
     assert first.status == ('<div class="status status-running" data-status="running" title="Running">'
                             "Running: starting (budget 10 rounds)</div>")
     assert first.downloads is None and first.final_image is None
     assert "Done: 1 mask selected after 4 rounds." in last.status
     assert last.rounds.count('<section class="round"') == 4 and last.live == ""
-    assert last.final_image is not None and last.final_image.size == (512, 512)
-    assert [Path(p).name for p in last.downloads] == ["final_masks.json", "trace.zip"]
+    # The answer comes with the run's last update; the trace .zip follows by its own event.
+    assert last.final_image is not None and Image.open(last.final_image).size == (512, 512)
+    assert [Path(p).name for p in last.downloads] == ["final_masks.json"]
+    assert [Path(p).name for p in downloads] == ["final_masks.json", "trace.zip"]
     # rounds appear one by one, each update extends the previous one
     counts = [o.rounds.count('<section class="round"') for o in outputs]
     assert counts == sorted(counts) and set(counts) == {0, 1, 2, 3, 4}
@@ -82,25 +94,100 @@ def test_a_run_streams_rounds_and_ends_with_downloads(tmp_path):
 
 
 def test_downloads_hold_coco_masks_and_the_trace(tmp_path):
-    last = run_to_end(make_handlers(tmp_path), ASTRONAUT, "the child on the left")[-1]
-    masks_path, zip_path = (Path(p) for p in last.downloads)
+    _, downloads = finished_downloads(make_handlers(tmp_path), ASTRONAUT, "the child on the left")
+    masks_path, zip_path = (Path(p) for p in downloads)
     results = json.loads(masks_path.read_text())
     assert len(results) == 1 and results[0]["bbox"] == [20.0, 20.0, 100.0, 200.0]
     assert decode_rle([results[0]["segmentation"]]).shape == (1, 512, 512)
     trace = load_trace(zip_path)
     assert trace.status == "done" and trace.query == "the child on the left" and len(trace.rounds) == 4
     assert trace.image_name == "astronaut.jpg"  # the uploaded file's name, for COCO exports
+    assert trace.image_file == Path(ASTRONAUT).read_bytes()  # the upload as given, not a re-encoded copy
 
 
 def test_every_run_replays_the_script_from_the_start(tmp_path):
     handlers = make_handlers(tmp_path)
     slot = RunSlot()
-    first = run_to_end(handlers, ASTRONAUT, "the child", slot)[-1]
-    second = run_to_end(handlers, ASTRONAUT, "the child", slot)[-1]
-    assert "Done: 1 mask selected" in first.status and "Done: 1 mask selected" in second.status
+    first, first_files = finished_downloads(handlers, ASTRONAUT, "the child", slot)
+    second, second_files = finished_downloads(handlers, ASTRONAUT, "the child", slot)
+    assert "Done: 1 mask selected" in first[-1].status and "Done: 1 mask selected" in second[-1].status
     # each run writes its own folder: the first run's files are still there
-    assert Path(first.downloads[1]).parent.name == "run1" and Path(second.downloads[1]).parent.name == "run2"
-    assert Path(first.downloads[1]).exists()
+    assert Path(first_files[1]).parent.name == "run1" and Path(second_files[1]).parent.name == "run2"
+    assert Path(first_files[1]).exists()
+
+
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    """Poll ``condition`` until it holds (what a user would wait for: a file written), up to ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def saved_rounds(folder: Path) -> int:
+    try:
+        return len(json.loads((folder / "trace.json").read_text())["rounds"])
+    except (OSError, ValueError):
+        return -1
+
+
+def test_the_answer_is_shown_before_the_trace_zip_is_written(tmp_path, monkeypatch):
+    release = threading.Event()
+    real_zip = runner_module.zip_files
+
+    def slow_zip(files, prefix=""):
+        release.wait(30)
+        return real_zip(files, prefix)
+
+    monkeypatch.setattr(runner_module, "zip_files", slow_zip)
+    handlers = make_handlers(tmp_path)
+    slot = RunSlot()
+    last = run_to_end(handlers, ASTRONAUT, "the child on the left", slot)[-1]  # the run's event is over
+    assert "Done: 1 mask selected" in last.status and '<tr data-mask="1">' in last.final_masks
+    assert Image.open(last.final_image).size == (512, 512)
+    masks_path = Path(last.downloads[0])
+    assert json.loads(masks_path.read_text())[0]["bbox"] == [20.0, 20.0, 100.0, 200.0]
+    assert not (masks_path.parent / "trace.zip").exists()
+    assert handlers.trace_download(slot, timeout=0.05) == {"__type__": "update"}  # still being written
+    release.set()
+    downloads = handlers.trace_download(slot)
+    assert downloads == [str(masks_path), str(masks_path.parent / "trace.zip")]
+    zipped = load_trace(downloads[1])
+    assert zipped.status == "done" and len(zipped.rounds) == 4
+    assert load_trace(masks_path.parent / "trace") == zipped  # the app's own copy, saved round by round
+
+
+def test_the_apps_copy_of_the_trace_grows_round_by_round(tmp_path):
+    slow = {"main": [tool("segment_phrase", "go", text_prompt="person"),
+                     tool("select_masks_and_return", " ".join(["w"] * 200), final_answer_masks=[1])],
+            "verify": []}
+    handlers = make_handlers(tmp_path, script=slow, delay=0.02)
+    slot = RunSlot()
+    stream = handlers.run(ASTRONAUT, "a person", 10, 0.5, slot)
+    for output in stream:
+        if output.rounds.count('<section class="round"') == 1:
+            break
+    folder = slot.folder / "run1" / "trace"
+    assert wait_for(lambda: saved_rounds(folder) == 1)  # round 1 saved while round 2 streams
+    assert load_trace(folder).status == "running"
+    list(stream)
+    assert load_trace(handlers.trace_download(slot)[1]).status == "done"
+
+
+def test_a_trace_zip_that_cannot_be_written_leaves_the_answer_and_warns(tmp_path, monkeypatch):
+    def full_disk(files, prefix=""):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner_module, "zip_files", full_disk)
+    warnings: list[str] = []
+    handlers = make_handlers(tmp_path, messages=warnings)
+    slot = RunSlot()
+    last = run_to_end(handlers, ASTRONAUT, "the child on the left", slot)[-1]
+    assert "Done: 1 mask selected" in last.status and last.final_image is not None
+    assert handlers.trace_download(slot) == {"__type__": "update"}
+    assert warnings == ["The trace could not be saved: [Errno 28] No space left on device"]
 
 
 @pytest.mark.parametrize(
@@ -149,10 +236,11 @@ def test_a_backend_failure_mid_run_ends_failed_with_a_message(tmp_path):
     handlers = make_handlers(tmp_path, script={"main": [tool("segment_phrase", text_prompt="boom")], "verify": []},
                              messages=warnings)
     handlers.factory.backends.segmenter.failing.add("boom")
-    last = run_to_end(handlers, COFFEE, "the cup")[-1]
+    outputs, downloads = finished_downloads(handlers, COFFEE, "the cup")
+    last = outputs[-1]
     assert 'class="status status-failed"' in last.status and "ran out of memory" in last.status
     assert warnings == []
-    assert load_trace(last.downloads[1]).status == "failed"
+    assert load_trace(downloads[1]).status == "failed"
     assert '<div class="round-failed">Backend failure: SAM 3 model &#x27;known&#x27; ran out of memory' in last.rounds
 
 
@@ -186,7 +274,7 @@ def test_stop_ends_a_run_promptly_during_generation_and_keeps_its_trace(tmp_path
         ("Stopped after 1 round. The trace so far is kept.", {"__type__": "update"})]
     last = outputs[-1]
     assert 'class="status status-cancelled"' in last.status and "Stopped after 1 round" in last.status
-    trace = load_trace(last.downloads[1])
+    trace = load_trace(handlers.trace_download(slot)[1])
     assert trace.status == "cancelled" and trace.rounds[0].finish_reason == "cancelled"
     assert 0 < len(trace.rounds[0].output.split()) < SLOW_WORDS
     assert not slot.active
@@ -213,7 +301,7 @@ def test_stop_between_tool_calls_ends_the_run_during_verification(tmp_path):
     # The run ended by itself within Stop's grace time (it was not abandoned: Stop offers no files of its own) ...
     assert stopped[-1][1] == {"__type__": "update"} and "Stopped after 2 rounds" in stopped[-1][0]
     # ... and during the verification: round 2 (examine_each_mask) is the cancelled one, not round 3
-    trace = load_trace(outputs[-1].downloads[1])
+    trace = load_trace(handlers.trace_download(slot)[1])
     assert trace.status == "cancelled" and [r.error for r in trace.rounds] == [None, "cancelled"]
     assert trace.rounds[1].call.name == "examine_each_mask"
     assert "Stopped after 2 rounds" in outputs[-1].status
@@ -247,6 +335,8 @@ def test_closing_the_stream_abandons_the_run(tmp_path):
     assert slot.run.trace.status == "cancelled"
     assert "closed before it finished" in slot.run.trace.error
     assert not slot.active
+    copy = slot.folder / "run1" / "trace"  # the app's own copy gets the final state too
+    assert wait_for(lambda: (copy / "trace.json").exists() and load_trace(copy).status == "cancelled")
 
 
 def test_unload_stops_the_run_of_the_closed_session(tmp_path):
@@ -270,19 +360,22 @@ def test_two_sessions_at_once_never_see_each_others_data(tmp_path):
     runs = {"a": (ASTRONAUT, "the child on the left"), "b": (COFFEE, "the person by the cup")}
     results: dict[str, list] = {}
 
+    zips: dict[str, str] = {}
+
     def drive(key):
         image, query = runs[key]
-        results[key] = list(handlers.run(image, query, 10, 0.5, RunSlot()))
+        results[key], downloads = finished_downloads(handlers, image, query)
+        zips[key] = downloads[1]
 
     threads = [threading.Thread(target=drive, args=(k,)) for k in runs]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
-    traces = {k: load_trace(v[-1].downloads[1]) for k, v in results.items()}
+    traces = {k: load_trace(v) for k, v in zips.items()}
     assert traces["a"].query == "the child on the left" and traces["a"].image.size == (512, 512)
     assert traces["b"].query == "the person by the cup" and traces["b"].image.size == (600, 400)
-    assert Path(results["a"][-1].downloads[1]).parent.parent != Path(results["b"][-1].downloads[1]).parent.parent
+    assert Path(zips["a"]).parent.parent != Path(zips["b"]).parent.parent
     # no streamed update of one session mentions the other's query
     assert all("person by the cup" not in o.context for o in results["a"])
     assert all("child on the left" not in o.context for o in results["b"])
@@ -303,8 +396,7 @@ def test_slot_copies_are_empty_and_independent():
 @pytest.fixture(scope="module")
 def saved_trace(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("inspect")
-    last = run_to_end(make_handlers(tmp), ASTRONAUT, "the child on the left")[-1]
-    return last.downloads[1]
+    return finished_downloads(make_handlers(tmp), ASTRONAUT, "the child on the left")[1][1]
 
 
 def test_a_saved_trace_steps_round_by_round_with_the_same_views(tmp_path, saved_trace):
@@ -362,8 +454,8 @@ def test_the_empty_inspect_tab_hides_the_round_navigation(tmp_path):
 
 def test_a_one_round_trace_steps_nowhere(tmp_path):
     handlers = make_handlers(tmp_path, script={"main": [tool("report_no_mask", "nothing here")], "verify": []})
-    last = run_to_end(handlers, COFFEE, "a giraffe")[-1]
-    state, message, number, navigation, final_image, final_masks = handlers.inspect.load_trace(last.downloads[1])
+    _, downloads = finished_downloads(handlers, COFFEE, "a giraffe")
+    state, message, number, navigation, final_image, final_masks = handlers.inspect.load_trace(downloads[1])
     assert len(state.rounds) == 1 and "No mask: the model reported that nothing matches" in message
     assert handlers.inspect.step_round(state, 1, 1) == 1 and handlers.inspect.step_round(state, 1, -1) == 1
     assert final_image is None and "No final masks." in final_masks
@@ -444,7 +536,7 @@ def test_a_run_pressed_again_before_it_started_runs_once_with_the_newest_press(t
     superseded = list(handlers.run(ASTRONAUT, "old query", 10, 0.5, slot, None, first))
     assert superseded == [tuple({"__type__": "update"} for _ in superseded[0])]  # changes nothing on the page
     last = list(handlers.run(ASTRONAUT, "new query", 10, 0.5, slot, None, second))[-1]
-    assert "Done: 1 mask selected" in last.status and load_trace(last.downloads[1]).query == "new query"
+    assert "Done: 1 mask selected" in last.status and load_trace(handlers.trace_download(slot)[1]).query == "new query"
     assert not slot.waiting
 
 

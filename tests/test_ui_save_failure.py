@@ -25,7 +25,8 @@ def disk_full_handlers(tmp_path, monkeypatch):
     def disk_full(trace, folder):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(handlers_module, "write_run_files", disk_full)
+    monkeypatch.setattr(handlers_module, "write_answer", disk_full)  # a run's answer files (the Run tab)
+    monkeypatch.setattr(handlers_module, "write_run_files", disk_full)  # the API's files
     idle = ScriptedVLM([])
     factory = AgentFactory(AppSettings(max_rounds=5), Backends(idle, idle, KnownSegmenter(
         {"cup": [((100, 100, 300, 250), 0.9)]}), {}), SCRIPT)

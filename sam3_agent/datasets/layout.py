@@ -24,6 +24,7 @@ from ..types import Trace
 from .files import write_json_atomic
 from .items import BatchItem, folder_names
 from .records import RECORD_FILE, ItemRecord, failure_record, read_record, record_from_trace
+from .review import set_aside
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +97,10 @@ class BatchLayout:
 
     def begin_item(self, item: BatchItem) -> None:
         """Forget the item's earlier record before it runs again, so a crash mid-write cannot leave an old
-        record beside a new, half-written trace."""
+        record beside a new, half-written trace; a review of the earlier run is set aside (kept, renamed: its
+        edits were made on masks the new run replaces; ``review.set_aside``)."""
         self.record_path(item).unlink(missing_ok=True)
+        set_aside(self.folder(item), "the item runs again; this review was of its earlier run")
 
     def write_item(self, item: BatchItem, trace: Trace | None, seconds: float, reason: str | None = None) -> ItemRecord:
         """Save the item's trace (``trace_io.save_trace``) and then its record; returns the record.

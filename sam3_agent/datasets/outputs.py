@@ -70,17 +70,36 @@ def manifest(layout: BatchLayout, items: Sequence[BatchItem], records: Mapping[s
     }
 
 
+def coco_ids(entries: Sequence[tuple[str, str, str]]) -> tuple[dict[str, int], dict[str, int]]:
+    """The image and category ids of the batch's COCO file, from ``(item id, query, status)`` in input order.
+
+    Returns:
+        ``(image id by item id, category id by query)``: the items the agent answered (``ANSWERED``) get image ids
+        1, 2, ... in input order; each distinct query among them a category id, in order of first use. (A review
+        queue's export uses the same ids, ``review_queue``.)
+    """
+    images: dict[str, int] = {}
+    categories: dict[str, int] = {}
+    for item_id, query, status in entries:
+        if status in ANSWERED:
+            images[item_id] = len(images) + 1
+            categories.setdefault(query, len(categories) + 1)
+    return images, categories
+
+
 def coco_dataset(items: Sequence[BatchItem], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
     """The batch's COCO instance file (see the module docstring)."""
+    # an answered record always has its image size (it comes from the trace)
+    image_ids, categories = coco_ids([(item.id, item.query, records[item.id].status) for item in items
+                                      if item.id in records and records[item.id].width is not None])
     images, annotations = [], []
-    categories: dict[str, int] = {}
     for item in items:
         record = records.get(item.id)
-        if record is None or record.status not in ANSWERED or record.width is None or record.height is None:
+        if record is None or item.id not in image_ids:
             continue
-        image_id = len(images) + 1
+        image_id = image_ids[item.id]
         images.append({"id": image_id, "file_name": item.image_ref, "width": record.width, "height": record.height})
-        category = categories.setdefault(item.query, len(categories) + 1)
+        category = categories[item.query]
         for result in record.masks:
             annotations.append({
                 "id": len(annotations) + 1,

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from ..agent import AgentRun
 from ..errors import InputError, Sam3AgentError
 from ..images import MAX_PIXELS, ImageSource, load_image
+from ..trace_encode import photo_file_of
 from ..types import Trace
 from .agents import AgentSource
 from .items import BatchItem
@@ -155,7 +156,8 @@ def _execute(item: BatchItem, image_source: ImageSource, agents: AgentSource, st
         return None, str(error)
     with agents.in_flight():
         try:
-            run = agents.new_agent().start(image, item.query, image_name=item.image_ref)
+            run = agents.new_agent().start(image, item.query, image_name=item.image_ref,
+                                           image_file=photo_file_of(image_source))
         except InputError as error:
             return None, str(error)
         if started_runs is not None:

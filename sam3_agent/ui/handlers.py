@@ -2,9 +2,11 @@
 
 ``Handlers.queued`` answers a Run press at once (it numbers the press: a later press supersedes an earlier
 one that has not started, and stops the run going on); ``run`` streams a run (one update per event, token
-updates at most every ``STREAM_INTERVAL_S``); ``stop`` ends it, or withdraws a run still waiting in the
-queue; ``run_context`` opens any round's context; ``unload`` ends a closed tab's run; ``segment`` is the
-API endpoint;
+updates at most every ``STREAM_INTERVAL_S``) and ends with the answer (final overlay, mask table, COCO file) as
+soon as the run ends; ``trace_download`` then offers the trace ``.zip``, written meanwhile on a background
+thread, as its own event, so the next run never waits for it; ``stop`` ends a run, or withdraws a run still
+waiting in the queue; ``run_context`` opens any round's context; ``unload`` ends a closed tab's run; ``segment``
+is the API endpoint;
 ``correct`` and ``inspect`` hold the Correct and Inspect tabs' handlers (``correct_handlers``,
 ``inspect_handlers``). Per-session data
 lives in a ``RunSlot`` held in ``gr.State``; models are shared through the ``AgentFactory``.
@@ -23,13 +25,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
-from PIL import Image
 
 from ..agent import AgentRun
 from ..errors import BackendError, InputError
 from ..images import file_name_of, load_image
 from ..shared import SharedObject
-from ..types import RunFinished, TokenStreamed, Trace
+from ..trace_encode import photo_file_of
+from ..trace_io import TraceWriter
+from ..types import RoundFinished, RunFinished, TokenStreamed, Trace
 from .correct_handlers import CorrectHandlers
 from .html import (
     ImageUrls,
@@ -38,8 +41,17 @@ from .html import (
     render_final_masks,
     render_status,
 )
-from .inspect_handlers import InspectHandlers, final_image
-from .runner import AgentFactory, write_run_files
+from .inspect_handlers import InspectHandlers
+from .runner import (
+    TRACE_DIR,
+    TRACE_ZIP_FILE,
+    AgentFactory,
+    Answer,
+    TraceDownload,
+    display_overlay,
+    write_answer,
+    write_run_files,
+)
 from .context_view import context_panel
 from .view import (
     RunView,
@@ -64,7 +76,7 @@ class RunOutputs(NamedTuple):
     rounds: str
     live: str
     context: str
-    final_image: Image.Image | None
+    final_image: str | None
     final_masks: str
     downloads: list[str] | None
     answer: Any  # the answer group: shown once the run has ended
@@ -82,6 +94,7 @@ class RunSlot:
         self.ended: threading.Event | None = None
         self.folder: Path | None = None
         self.runs = 0
+        self.download: TraceDownload | None = None  # the latest finished run's trace .zip, being written
         self.view: RunView | None = None  # the screen of the current run (its live round's context)
         # Run presses are numbered ("tickets"): the newest press, the newest that started, the newest withdrawn
         # by Stop while it waited in the queue. An older ticket than the newest never starts.
@@ -204,7 +217,8 @@ class Handlers(SharedObject):
         cap = self.factory.settings.max_image_pixels
         photo = load_image(image, max_pixels=cap, name=name,
                            limit_advice=f"this app takes photos up to {photo_limit(cap)}: downscale it")
-        return agent.start(photo, query or "", image_name=name)
+        return agent.start(photo, query or "", image_name=name,
+                           image_file=photo_file_of(image))  # the trace keeps the upload as given
 
     def run(
         self,
@@ -249,12 +263,17 @@ class Handlers(SharedObject):
             return
         session = getattr(request, "session_hash", None) if request is not None else None
         slot.begin(agent_run)
+        slot.download = None
         if session:
             with self._lock:
                 self._sessions[session] = slot
         view = RunView(int(max_rounds))
         slot.view = view
         page = RunPage()
+        folder = slot.run_folder(self.root)
+        writer = TraceWriter(folder / TRACE_DIR)  # the app's own copy, saved after every round off the hot path
+        writer.submit(agent_run.trace)
+        handed_over = False
         try:
             yield self._outputs(view, page)
             last = time.monotonic()
@@ -262,6 +281,8 @@ class Handlers(SharedObject):
                 view.apply(event, agent_run.trace.messages)
                 if isinstance(event, RunFinished):
                     break
+                if isinstance(event, RoundFinished):
+                    writer.submit(agent_run.trace)
                 if isinstance(event, TokenStreamed) and time.monotonic() - last < STREAM_INTERVAL_S:
                     continue
                 replaced = number and slot.latest_ticket > number  # a newer Run press waits for this one to end
@@ -272,14 +293,21 @@ class Handlers(SharedObject):
             if view.trace is None:
                 view.finish_from(trace)
             try:
-                files = write_run_files(trace, slot.run_folder(self.root))
+                answer = write_answer(trace, folder)
             except OSError as error:  # disk full...: the answer is shown, the status says the files are missing
-                yield self._outputs(view, page, files=[])._replace(status=self._save_failed(trace, error))
+                failed = self._outputs(view, page)
+                yield failed._replace(status=self._save_failed(trace, error), final_image=display_overlay(trace),
+                                      downloads=[])
                 return
-            yield self._outputs(view, page, files=files)
+            slot.download = TraceDownload(writer, trace, answer.masks, folder / TRACE_ZIP_FILE)
+            handed_over = True
+            yield self._outputs(view, page, answer=answer)
         finally:
             if agent_run.trace.status == "running":
                 agent_run.abandon("the run was closed before it finished (browser tab closed or event cancelled)")
+            if not handed_over:  # stopped or closed early: the app's copy still gets the final state
+                writer.submit(agent_run.trace)
+                writer.close(wait=False)
             slot.end(agent_run)
             if session:
                 with self._lock:
@@ -294,8 +322,9 @@ class Handlers(SharedObject):
 
     @staticmethod
     def _outputs(view: RunView, page: RunPage, stopping: StatusLine | None = None,
-                 files: list[Path] | None = None) -> RunOutputs:
-        """The page for ``view``; ``stopping``: the status while a stopped run has not ended yet."""
+                 answer: Answer | None = None) -> RunOutputs:
+        """The page for ``view``; ``stopping``: the status while a stopped run has not ended yet; ``answer``:
+        the finished run's files (``runner.write_answer``), shown at once."""
         live = view.live.view() if view.live is not None else None
         ended = view.trace is not None
         line = stopping if stopping is not None and not ended else view.status_line()
@@ -304,11 +333,27 @@ class Handlers(SharedObject):
             rounds=page.rounds_html(view.rounds),
             live=page.live_html(live),
             context=page.context_html(view.context),
-            final_image=final_image(view.trace) if view.trace is not None else None,
+            final_image=str(answer.overlay) if answer is not None and answer.overlay is not None else None,
             final_masks=render_final_masks(final_mask_rows(view.final_masks)) if ended else "",
-            downloads=[str(p) for p in files] if files is not None else None,
+            downloads=[str(answer.masks)] if answer is not None else None,
             answer=gr.update(visible=ended),
         )
+
+    def trace_download(self, slot: RunSlot | None, timeout: float | None = None) -> Any:
+        """The downloads once the latest finished run's trace ``.zip`` is written: ``[final_masks.json, trace.zip]``.
+
+        Bound as its own event after ``run`` (outside the agent's queue), so waiting here never delays the next
+        run. A zip that could not be written leaves the COCO file alone on offer, with a warning.
+        """
+        download = slot.download if slot is not None else None
+        if download is None:
+            return gr.skip()
+        path = download.wait(timeout)
+        if path is None:
+            if download.error is not None:
+                self.warn(f"The trace could not be saved: {download.error}")
+            return gr.skip()
+        return [str(download.masks), str(path)]
 
     def stop(self, slot: RunSlot | None) -> Iterator[tuple[Any, Any]]:
         """Stop the session's run; yields (status, downloads).

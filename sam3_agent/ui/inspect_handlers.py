@@ -16,11 +16,11 @@ import gradio as gr
 from PIL import Image
 
 from ..errors import TraceFormatError
-from ..render import render_numbered_overlay
 from ..safe_read import reading
 from ..types import Trace
 from .correct import trace_from_upload
 from .html import ImageUrls, render_context, render_final_masks, render_round, render_status, render_timeline
+from .runner import display_overlay
 from .view import (
     InspectedRound,
     StatusLine,
@@ -48,11 +48,9 @@ class InspectedTrace:
 
 
 def final_image(trace: Trace) -> Image.Image | None:
-    """The numbered overlay of the trace's final masks, or ``None`` when it has none."""
-    final = trace.final_masks
-    if final is None or len(final) == 0:
-        return None
-    return render_numbered_overlay(trace.image, final.masks)
+    """The numbered overlay of the trace's final masks at most ``runner.DISPLAY_SIDE`` px on its longer side
+    (what the Run tab shows: ``runner.display_overlay``), or ``None`` when it has none."""
+    return display_overlay(trace)
 
 
 def round_number(value: Any) -> int | None:

@@ -25,6 +25,7 @@ from .correct_layout import CORRECT_CSS, build_correct_tab
 from .handlers import Handlers, RunSlot, photo_limit
 from .html import ImageUrls, render_context, render_status
 from .inspect_handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandlers
+from .review_layout import REVIEW_CSS, build_review_bar, build_review_tab
 from .runner import AgentFactory
 from .settings import AppSettings
 from .startup import demo_note, first_start_message, needed_models
@@ -104,6 +105,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         notice = _notice(handlers, settings)
         if notice:
             gr.HTML(notice, elem_id="model-notice")
+        review_bar = build_review_bar()  # the review queue's bar: hidden until a batch is opened for review
         with gr.Tabs(elem_id="tabs") as tabs, gr.Tab("Run", id="run", elem_id="tab-run"), \
                 gr.Row(equal_height=False, elem_id="run-row"):
             with gr.Column(scale=4, min_width=300, elem_id="run-inputs"):
@@ -162,6 +164,10 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
             concurrency_id=AGENT_QUEUE, concurrency_limit=settings.concurrency, show_progress="hidden",
             api_visibility="private", trigger_mode="multiple",
         )
+        # The trace .zip is written while the answer is already shown; offered by its own event, outside the
+        # agent's queue, so the next run never waits for it.
+        run_event.then(handlers.trace_download, inputs=[slot], outputs=[downloads], concurrency_limit=None,
+                       show_progress="hidden", api_visibility="private")
         stop_event = stop_button.click(
             handlers.stop, inputs=[slot], outputs=[status, downloads], concurrency_limit=None,
             show_progress="hidden", api_visibility="private",
@@ -176,6 +182,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         with tabs:
             inspected, correct_inspected = _inspect_tab(handlers.inspect)
             correct = build_correct_tab(handlers.correct, tabs)
+            build_review_tab(handlers.correct, handlers.root, correct, review_bar)
         correct_run.click(handlers.correct.from_run, inputs=[slot, correct.session], outputs=correct.outputs,
                           api_visibility="private", show_progress="hidden")
         correct_inspected.click(handlers.correct.from_inspected, inputs=[inspected, correct.session],
@@ -259,7 +266,7 @@ def launch(demo: gr.Blocks, settings: AppSettings, **overrides: Any) -> Any:
     options: dict[str, Any] = {
         "server_name": settings.host,
         "server_port": settings.port,
-        "css": STYLESHEET.read_text(encoding="utf-8") + CORRECT_CSS,
+        "css": STYLESHEET.read_text(encoding="utf-8") + CORRECT_CSS + REVIEW_CSS,
         "allowed_paths": [str(ASSETS)],
         "max_file_size": MAX_UPLOAD,
         "ssr_mode": False,

@@ -1,24 +1,35 @@
 """Models loaded once per process, a fresh ``Agent`` per run, and the files a finished run offers.
 
-No Gradio here: ``AgentFactory`` and ``write_run_files`` are used by the handlers and by tests.
+A finished run's answer (``write_answer``: the COCO masks and a display copy of the final overlay) is written
+at once; its trace ``.zip`` follows on a background thread (``TraceDownload``), built from the trace folder the
+run saved round by round, so the page shows the answer without waiting for it.
+
+No Gradio here: ``AgentFactory``, ``write_answer``, ``TraceDownload`` and ``write_run_files`` are used by the
+handlers and by tests.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from PIL import Image
 
 from ..agent import Agent, AgentConfig
 from ..errors import BackendError, InputError
 from ..masks import to_coco_results
 from ..presets import Backends, build_backends, build_point_segmenter, cache_system_prompts, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
+from ..render import render_overlay_scaled
 from ..shared import SharedObject
-from ..trace_io import trace_to_zip_bytes
+from ..trace_io import TraceWriter, trace_files, zip_files
+from ..trace_writer import write_atomic
 from ..tracker import PointSegmenter
 from ..types import Trace
 from ..verify import DEFAULT_VERIFY_BATCH_SIZE
@@ -31,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 MASKS_FILE = "final_masks.json"
 TRACE_ZIP_FILE = "trace.zip"
+TRACE_DIR = "trace"  # the app's own copy of a run's trace, saved after every round
+OVERLAY_FILE = "final_overlay.jpg"
+DISPLAY_SIDE = 2048  # longer side (px) of the final overlay shown on the page: beyond any screen's panel
 
 
 @dataclass(frozen=True)
@@ -179,18 +193,95 @@ def load_point_segmenter(settings: AppSettings, dtype: str | None = None) -> tup
         return None, str(error)
 
 
-def write_run_files(trace: Trace, folder: Path) -> list[Path]:
-    """Write the downloads of a run into ``folder`` (created): final masks and the whole trace.
-
-    Returns:
-        ``[folder/final_masks.json, folder/trace.zip]``: COCO results (``masks.to_coco_results``; an
-        empty list when the run ended without masks) and the trace (``trace_io.trace_to_zip_bytes``).
-    """
+def write_masks_file(trace: Trace, folder: Path) -> Path:
+    """``folder/final_masks.json``: COCO results of the final masks (``masks.to_coco_results``; an empty list when
+    the run ended without masks), read from their RLE."""
     folder.mkdir(parents=True, exist_ok=True)
     final = trace.final_masks
     results = to_coco_results(final) if final is not None and len(final) else []
-    masks_path = folder / MASKS_FILE
-    masks_path.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    path = folder / MASKS_FILE
+    write_atomic(path, json.dumps(results, indent=1).encode("utf-8"))
+    return path
+
+
+def display_overlay(trace: Trace) -> Image.Image | None:
+    """The final masks drawn on the photo at most ``DISPLAY_SIDE`` px on its longer side, for the page
+    (``render.render_overlay_scaled``); ``None`` when the run ended without masks."""
+    final = trace.final_masks
+    if final is None or len(final) == 0:
+        return None
+    return render_overlay_scaled(trace.image, final, DISPLAY_SIDE)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The files of a finished run's answer: COCO masks, and the display overlay (``None`` without masks)."""
+
+    masks: Path
+    overlay: Path | None
+
+
+def write_answer(trace: Trace, folder: Path) -> Answer:
+    """Write what the page shows as soon as a run ends: ``final_masks.json`` and ``final_overlay.jpg``.
+
+    The overlay is a display copy (``display_overlay``; JPEG at quality 92 without chroma subsampling, so mask
+    edges and labels stay sharp): it is what the panel shows, written in milliseconds where a full-size PNG of a
+    12 MP photo takes seconds; the full-size views are rendered again from the trace.
+    """
+    masks = write_masks_file(trace, folder)
+    overlay = display_overlay(trace)
+    if overlay is None:
+        return Answer(masks, None)
+    path = folder / OVERLAY_FILE
+    buffer = io.BytesIO()
+    overlay.save(buffer, format="JPEG", quality=92, subsampling=0)
+    write_atomic(path, buffer.getvalue())
+    return Answer(masks, path)
+
+
+class TraceDownload:
+    """The trace ``.zip`` of a finished run, written on a background thread while the page already shows the
+    answer: the run's ``TraceWriter`` saves the final state, then its files are zipped into ``path``.
+
+    Attributes:
+        masks: the run's ``final_masks.json`` (offered with the zip).
+        path: where the zip goes.
+    """
+
+    def __init__(self, writer: TraceWriter, trace: Trace, masks: Path, path: Path) -> None:
+        self.masks = masks
+        self.path = path
+        self.error: str | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._write, args=(writer, trace), name="trace-zip", daemon=True).start()
+
+    def _write(self, writer: TraceWriter, trace: Trace) -> None:
+        try:
+            writer.submit(trace)
+            files = writer.files()
+            writer.close()
+            write_atomic(self.path, zip_files(files))
+        except Exception as error:  # reported by wait(): the answer is on screen already
+            logger.exception("the trace .zip could not be written")
+            self.error = str(error)
+        finally:
+            self._done.set()
+
+    def wait(self, timeout: float | None = None) -> Path | None:
+        """The zip's path once written; ``None`` when writing failed (``error`` says why) or ``timeout`` passed."""
+        if not self._done.wait(timeout):
+            return None
+        return self.path if self.error is None else None
+
+
+def write_run_files(trace: Trace, folder: Path) -> list[Path]:
+    """Write the downloads of a run into ``folder`` (created) in one go: final masks and the whole trace.
+
+    Returns:
+        ``[folder/final_masks.json, folder/trace.zip]``: COCO results (``write_masks_file``) and the trace
+        (``trace_io.trace_files`` zipped).
+    """
+    masks_path = write_masks_file(trace, folder)
     zip_path = folder / TRACE_ZIP_FILE
-    zip_path.write_bytes(trace_to_zip_bytes(trace))
+    write_atomic(zip_path, zip_files(trace_files(trace)))
     return [masks_path, zip_path]

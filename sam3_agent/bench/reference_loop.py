@@ -1,0 +1,131 @@
+"""The reference for the non-model benchmark: Meta's ``sam3`` 0.1.4 agent loop on the same scene.
+
+Run by an interpreter that has ``sam3`` 0.1.4 installed (its own venv; nothing of it is part of this project):
+``PYTHON sam3_agent/bench/reference_loop.py --case W H N`` prints ``{"cpu": seconds}``, the best of ``--repeat``
+runs of ``sam3.agent.inference.run_single_image_inference`` (its agent loop and everything it writes) with a
+zero-cost SAM 3 (``set_image`` / ``set_text_prompt`` hand over the scene's masks, computed before timing) and a
+replayed VLM (both phrases, examine, select every mask; the verifier accepts).
+
+The wheel's package ``__init__`` builds the model (and needs packages the agent loop does not); the loop is
+imported without it. The wheel ships no prompt files: placeholders are written beside it (the replayed VLM
+never reads them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib.util
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+from sam3_agent.bench.scene import PHRASES, QUERY, detections, photo_file
+
+CHECK_PROMPT = "placeholder verification system prompt"
+
+
+def load_reference() -> types.ModuleType:
+    """``sam3.agent.inference``, imported without ``sam3/__init__.py``."""
+    spec = importlib.util.find_spec("sam3")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("this interpreter has no sam3 package: pip install --no-deps sam3==0.1.4 iopath portalocker")
+    package = types.ModuleType("sam3")
+    package.__path__ = list(spec.submodule_search_locations)
+    sys.modules["sam3"] = package
+    prompts = Path(package.__path__[0]) / "agent" / "system_prompts"
+    prompts.mkdir(exist_ok=True)
+    for name, text in (("system_prompt.txt", "placeholder system prompt"),
+                       ("system_prompt_iterative_checking.txt", CHECK_PROMPT)):
+        if not (prompts / name).exists():
+            (prompts / name).write_text(text)
+    import sam3.agent.inference as inference
+
+    return inference
+
+
+class FakeProcessor:
+    """SAM 3's image processor API with answers computed beforehand: no model cost."""
+
+    def __init__(self, answers: dict) -> None:
+        self.answers = answers
+
+    def set_image(self, image: object) -> dict:
+        return {}
+
+    def set_text_prompt(self, state: dict, prompt: str) -> dict:
+        return dict(self.answers[prompt])
+
+
+def answers_for(width: int, height: int, count: int) -> dict:
+    import torch
+
+    out = {}
+    for phrase in PHRASES:
+        blobs = detections(width, height, count, phrase)
+        masks = torch.from_numpy(np.stack([b.mask(width, height) for b in blobs])[:, None])
+        boxes = torch.tensor([b.box(width, height) for b in blobs], dtype=torch.float32)
+        scores = torch.tensor([b.score for b in blobs], dtype=torch.float32)
+        out[phrase] = {"masks": masks, "boxes": boxes, "scores": scores}
+    return out
+
+
+def replay(count: int, messages: list) -> str:
+    """The same script as ``nonmodel_run.ReplayVLM``, read from the reference's message dicts."""
+    if messages[0]["content"] == CHECK_PROMPT:
+        return "<think>ok</think><verdict>Accept</verdict>"
+    calls = []
+    for message in messages:
+        if message["role"] == "assistant":
+            text = message["content"][0]["text"]
+            calls.append(json.loads(text.split("<tool>")[-1].split("</tool>")[0]))
+    if not calls:
+        step = {"name": "segment_phrase", "parameters": {"text_prompt": PHRASES[0]}}
+    elif calls[-1]["name"] == "segment_phrase" and calls[-1]["parameters"]["text_prompt"] == PHRASES[0]:
+        step = {"name": "segment_phrase", "parameters": {"text_prompt": PHRASES[1]}}
+    elif calls[-1]["name"] == "segment_phrase":
+        step = {"name": "examine_each_mask", "parameters": {}}
+    else:
+        step = {"name": "select_masks_and_return", "parameters": {"final_answer_masks": list(range(1, count + 1))}}
+    return f"<think>ok</think><tool>{json.dumps(step)}</tool>"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--case", type=int, nargs=3, metavar=("W", "H", "MASKS"), required=True)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    width, height, count = args.case
+    inference = load_reference()
+    from sam3.agent.client_sam3 import call_sam_service
+
+    answers = answers_for(width, height, count)
+    best = float("inf")
+    with tempfile.TemporaryDirectory(prefix="sam3_reference_") as tmp:
+        photo = Path(tmp) / "photo.jpg"
+        photo.write_bytes(photo_file(width, height))
+        for run in range(args.repeat):
+            out = Path(tmp) / f"run{run}"
+            service = functools.partial(call_sam_service, FakeProcessor(answers))
+            started = time.process_time()
+            with contextlib.redirect_stdout(io.StringIO()):
+                inference.run_single_image_inference(str(photo), QUERY, {"name": "replay"},
+                                                     functools.partial(replay, count), service, str(out))
+            best = min(best, time.process_time() - started)
+            if not any(out.glob("*_pred.json")):
+                raise SystemExit("the reference run wrote no prediction: it did not finish")
+    sys.stdout.write(json.dumps({"cpu": best}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    raise SystemExit(main())
