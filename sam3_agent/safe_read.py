@@ -370,6 +370,9 @@ def check_image_size(data: bytes, what: str, max_size: tuple[int, int] | None = 
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
+    except Image.DecompressionBombError:  # Pillow refuses headers above twice its MAX_IMAGE_PIXELS unread
+        raise TraceFormatError(f"{what} has far more pixels than this trace's images can have ({max_pixels:,} at "
+                               "most): the file is damaged or was not saved by SAM3 Agent") from None
     except (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, zlib.error,
             Image.DecompressionBombError) as error:
         raise TraceFormatError(f"{what} is missing or unreadable: {describe(error)}") from None

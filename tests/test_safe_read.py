@@ -7,10 +7,12 @@ import io
 import json
 import os
 import re
+import shutil
 import stat
 import struct
 import tracemalloc
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +51,35 @@ def coffee_trace():
 
 @pytest.fixture(scope="module")
 def trace_zip(coffee_trace) -> bytes:
+    """The run as a schema-2 trace .zip (photo, masks/*.json, views as recipes)."""
     return trace_to_zip_bytes(coffee_trace)
+
+
+V1 = Path(__file__).parent / "data" / "v1"  # real schema-1 files (photo 64 x 48, every image a PNG, masks inline)
+
+
+@pytest.fixture(scope="module")
+def v1_zip() -> bytes:
+    return (V1 / "edited_trace.zip").read_bytes()
+
+
+@pytest.fixture(params=["schema2", "schema1"])
+def any_zip(request, trace_zip, v1_zip) -> tuple[str, bytes]:
+    """(schema, .zip bytes): each refusal holds for traces written today and for schema-1 traces being migrated."""
+    return request.param, trace_zip if request.param == "schema2" else v1_zip
+
+
+def members(data: bytes, pattern: str) -> list[str]:
+    return [n for n in zipfile.ZipFile(io.BytesIO(data)).namelist() if re.fullmatch(pattern, n)]
+
+
+def mask_records(data: bytes) -> list[str]:
+    return members(data, r"masks/[^/]+\.json")
+
+
+def photo_member(data: bytes) -> str:
+    (name,) = members(data, r"images/(photo-[0-9a-f]+\.\w+|raw\.png)")
+    return name
 
 
 def rezip(data: bytes, replace: dict[str, bytes] | None = None, add: list[tuple[zipfile.ZipInfo | str, bytes]] = ()
@@ -206,12 +236,14 @@ def test_a_member_with_a_bad_crc_is_refused(trace_zip, tmp_path, loader):
 
 
 @pytest.mark.parametrize("loader", LOADERS)
-def test_a_member_with_corrupt_deflate_data_is_refused(trace_zip, tmp_path, loader):
-    data = bytearray(trace_zip)
+def test_a_member_with_corrupt_deflate_data_is_refused(any_zip, tmp_path, loader):
+    data = bytearray(any_zip[1])
     header = data.find(b"PK\x03\x04")
+    while data[header + 30:header + 30 + len(b"trace.json")] != b"trace.json":  # trace.json: deflated in both schemas
+        header = data.find(b"PK\x03\x04", header + 4)
     name_len, extra_len = struct.unpack_from("<HH", data, header + 26)
     start = header + 30 + name_len + extra_len
-    data[start:start + 64] = b"\xff" * 64  # trace.json is the first member
+    data[start:start + 64] = b"\xff" * 64
     refused(loader, bytes(data), tmp_path, "compressed data is corrupt")
 
 
@@ -227,14 +259,14 @@ def test_deeply_nested_json_is_refused(trace_zip, tmp_path, loader):
 
 
 @pytest.mark.parametrize("loader", [via_zip_bytes, via_inspect_tab, via_correct_tab])
-def test_running_out_of_memory_while_decoding_is_reported_in_words(trace_zip, tmp_path, loader, monkeypatch):
+def test_running_out_of_memory_while_decoding_is_reported_in_words(any_zip, tmp_path, loader, monkeypatch):
     import sam3_agent.safe_read as safe_read
 
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(safe_read, "decode_rle", no_memory)
-    refused(loader, trace_zip, tmp_path, "needs more memory than this machine has free")
+    monkeypatch.setattr(safe_read, "validated_counts", no_memory)  # reading the masks' RLE, in either schema
+    refused(loader, any_zip[1], tmp_path, "needs more memory than this machine has free")
 
 
 # ------------------------------------------------------------------ sizes checked before allocating
@@ -285,32 +317,61 @@ def transpose_masks(document: dict) -> None:
     flip(document["final_masks"])
 
 
+def transpose_mask_files(data: bytes) -> bytes:
+    """A schema-2 .zip with every mask set file transposed consistently: its size and each mask's RLE."""
+    replace = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for name in mask_records(data):
+            record = json.loads(archive.read(name))
+            if "rle" in record:
+                height, width = record["size"]
+                masks = decode_rle([{"size": [height, width], "counts": c} for c in record["rle"]], height=height,
+                                   width=width)
+                record["rle"] = [r["counts"] for r in encode_rle(masks.transpose(0, 2, 1))] if len(masks) else []
+            record["size"] = record["size"][::-1]
+            replace[name] = json.dumps(record).encode()
+    return rezip(data, replace)
+
+
 @pytest.mark.parametrize("loader", LOADERS)
-def test_masks_transposed_consistently_are_refused_against_the_image(trace_zip, tmp_path, loader):
-    data = edit_json(trace_zip, "trace.json", transpose_masks)
-    refused(loader, data, tmp_path, "do not match the image's [400, 600]")
+def test_masks_transposed_consistently_are_refused_against_the_image(any_zip, tmp_path, loader):
+    schema, data = any_zip
+    if schema == "schema2":
+        refused(loader, transpose_mask_files(data), tmp_path, "do not match the image's [400, 600]")
+    else:
+        refused(loader, edit_json(data, "trace.json", transpose_masks), tmp_path, "do not match the image's [48, 64]")
 
 
-def test_a_transposed_mask_in_a_trace_folder_is_refused(coffee_trace, tmp_path):
-    save_trace(coffee_trace, tmp_path)
-    document = json.loads((tmp_path / "trace.json").read_text())
+def test_a_transposed_mask_in_a_schema_1_trace_folder_is_refused(tmp_path):
+    # Schema 1 gives each mask its own size; schema 2 gives a mask set one size, checked by the test above.
+    shutil.copytree(V1 / "run", tmp_path / "run")
+    document = json.loads((tmp_path / "run" / "trace.json").read_text())
     rle = document["final_masks"]["rle"][0]
     mask = decode_rle([rle])[0]
     document["final_masks"]["rle"][0] = encode_rle(mask.T)[0]  # the record's size left as it was
-    (tmp_path / "trace.json").write_text(json.dumps(document))
-    with pytest.raises(TraceFormatError, match=r"is 400x600 pixels \(width x height\) but the image is 600x400"):
-        load_trace(tmp_path)
+    (tmp_path / "run" / "trace.json").write_text(json.dumps(document))
+    with pytest.raises(TraceFormatError, match=r"is 48x64 pixels \(width x height\) but the image is 64x48"):
+        load_trace(tmp_path / "run")
 
 
 @pytest.mark.parametrize("loader", [via_zip_bytes, via_inspect_tab, via_correct_tab])
-def test_an_rle_claiming_a_huge_size_is_refused_before_decoding(trace_zip, tmp_path, loader):
-    def huge(document):
-        document["final_masks"]["size"] = [400, 600]
-        document["final_masks"]["rle"] = [{"size": [20000, 20000], "counts": "0"}]  # would decode to 400 MB
+def test_an_rle_claiming_a_huge_size_is_refused_before_decoding(any_zip, tmp_path, loader):
+    schema, data = any_zip
 
+    def huge(document):
+        if schema == "schema2":  # one size for the whole set
+            document["size"] = [20000, 20000]
+            document["rle"] = ["0"]
+        else:
+            document["final_masks"]["rle"] = [{"size": [20000, 20000], "counts": "0"}]  # would decode to 400 MB
+
+    if schema == "schema2":
+        changed, expected = edit_json(data, mask_records(data)[0], huge), "of size [20000, 20000] (height, width)"
+    else:
+        changed, expected = edit_json(data, "trace.json", huge), "is 20000x20000 pixels"
     tracemalloc.start()
     try:
-        refused(loader, edit_json(trace_zip, "trace.json", huge), tmp_path, "is 20000x20000 pixels")
+        refused(loader, changed, tmp_path, expected)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -335,9 +396,15 @@ def big_blank_png(width: int, height: int) -> bytes:
 
 
 @pytest.mark.parametrize("loader", [via_zip_bytes, via_inspect_tab, via_correct_tab])
-def test_images_larger_than_any_view_of_the_photo_are_refused_before_decoding(trace_zip, tmp_path, loader,
-                                                                                monkeypatch):
-    names = [n for n in zipfile.ZipFile(io.BytesIO(trace_zip)).namelist() if n.endswith("_view.png")]
+def test_images_larger_than_any_view_of_the_photo_are_refused_before_decoding(v1_zip, tmp_path, loader, monkeypatch):
+    # Stored images exist in schema 1 and in a migrated trace saved again (schema 2 keeps them as files); views of
+    # runs made today are recipes, rendered from the photo.
+    resaved = trace_to_zip_bytes(load_trace_zip(v1_zip))
+    for data, pattern in ((v1_zip, r"images/\w+_view\.png"), (resaved, r"images/\w+_view-[0-9a-f]+\.png")):
+        images_refused(data, members(data, pattern), tmp_path, loader, monkeypatch)
+
+
+def images_refused(data: bytes, names: list[str], tmp_path: Path, loader, monkeypatch) -> None:
     assert names
     blank = big_blank_png(12000, 12000)  # 1-bit: tiny on disk, 432 MB once decoded as RGB
     assert len(blank) < 100_000
@@ -349,13 +416,29 @@ def test_images_larger_than_any_view_of_the_photo_are_refused_before_decoding(tr
         return original(image)
 
     monkeypatch.setattr(ImageFile.ImageFile, "load", watched)
-    refused(loader, rezip(trace_zip, {n: blank for n in names}), tmp_path, "is 12000x12000 pixels, larger than")
+    refused(loader, rezip(data, {n: blank for n in names}), tmp_path, "is 12000x12000 pixels, larger than")
     assert (12000, 12000) not in decoded
+    monkeypatch.setattr(ImageFile.ImageFile, "load", original)
 
 
-def test_a_raw_image_above_the_pixel_cap_is_refused_before_decoding(trace_zip):
-    data = rezip(trace_zip, {"images/raw.png": big_blank_png(9000, 8000)})  # 72 MP > 64 MP
-    with pytest.raises(TraceFormatError, match="is 9000x8000 pixels, larger than this trace's images can be"):
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that declares ``width`` x ``height`` and holds no pixels: only the header can be read."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize(("schema", "size", "expected"), [
+    ("schema1", (9000, 8000), "is 9000x8000 pixels, larger than this trace's images can be"),  # > 64 MP (schema 1)
+    ("schema2", (17000, 16000), "has far more pixels than this trace's images can have"),  # > 256 MP, past Pillow's cap
+])
+def test_a_photo_above_the_pixel_cap_is_refused_before_decoding(trace_zip, v1_zip, schema, size, expected):
+    data = trace_zip if schema == "schema2" else v1_zip
+    data = rezip(data, {photo_member(data): png_header_only(*size)})
+    with pytest.raises(TraceFormatError, match=expected):
         load_trace_zip(data)
 
 
@@ -367,13 +450,23 @@ def test_check_rle_refuses_runs_that_do_not_cover_the_image():
 # ------------------------------------------------------------------ trace folders
 
 
-def test_a_fifo_in_a_trace_folder_is_refused_without_blocking(coffee_trace, tmp_path):
-    save_trace(coffee_trace, tmp_path)
-    raw = tmp_path / "images" / "raw.png"
-    raw.unlink()
-    os.mkfifo(raw)
-    with pytest.raises(TraceFormatError, match="'images/raw.png' in the trace folder .* is not a regular file"):
-        load_trace(tmp_path)
+def trace_folder(schema: str, coffee_trace, folder: Path) -> Path:
+    """A trace folder of ``schema`` in ``folder``; returns its photo file."""
+    if schema == "schema2":
+        save_trace(coffee_trace, folder)
+    else:
+        shutil.copytree(V1 / "run", folder)
+    (photo,) = [p for p in (folder / "images").iterdir() if p.name == "raw.png" or p.name.startswith("photo-")]
+    return photo
+
+
+@pytest.mark.parametrize("schema", ["schema2", "schema1"])
+def test_a_fifo_in_a_trace_folder_is_refused_without_blocking(coffee_trace, tmp_path, schema):
+    photo = trace_folder(schema, coffee_trace, tmp_path / "run")
+    photo.unlink()
+    os.mkfifo(photo)
+    with pytest.raises(TraceFormatError, match=f"'images/{photo.name}' in the trace folder .* is not a regular file"):
+        load_trace(tmp_path / "run")
 
 
 def test_a_fifo_given_as_the_trace_is_refused_without_blocking(tmp_path):
@@ -383,10 +476,10 @@ def test_a_fifo_given_as_the_trace_is_refused_without_blocking(tmp_path):
         load_trace(fifo)
 
 
-def test_a_link_out_of_a_trace_folder_is_refused(coffee_trace, tmp_path):
-    save_trace(coffee_trace, tmp_path / "run")
+@pytest.mark.parametrize("schema", ["schema2", "schema1"])
+def test_a_link_out_of_a_trace_folder_is_refused(coffee_trace, tmp_path, schema):
+    raw = trace_folder(schema, coffee_trace, tmp_path / "run")
     outside = tmp_path / "elsewhere.png"
-    raw = tmp_path / "run" / "images" / "raw.png"
     raw.rename(outside)
     raw.symlink_to(outside)
     with pytest.raises(TraceFormatError, match="is a link to a file outside the folder"):
