@@ -21,7 +21,7 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from .errors import TraceSaveError
+from .errors import TraceSaveError, what_went_wrong
 from .trace_encode import IMAGE_DIR, MASK_DIR, TRACE_FILE, TraceEncoder
 from .types import Trace
 
@@ -154,7 +154,7 @@ class TraceWriter:
             self._error = error
         except Exception as error:  # an encoding bug must not kill the run; flush() reports it
             logger.exception("the trace could not be encoded")
-            self._error = TraceSaveError(f"the trace could not be saved: {type(error).__name__}: {error}")
+            self._error = TraceSaveError(f"the trace could not be saved: {what_went_wrong(error)}")
         else:
             self._files = files
             self._error = None

@@ -11,7 +11,7 @@ import signal
 import pytest
 from conftest import ASSETS, KnownSegmenter, tool
 
-from sam3_agent import cli
+from sam3_agent import cli, trace_writer
 from sam3_agent.cli import EXIT_SAVE, EXIT_STOPPED, main
 from sam3_agent.presets import Backends
 from sam3_agent.trace_io import load_trace
@@ -40,13 +40,12 @@ def run(tmp_path, capsys) -> tuple[int, str, str]:
 
 def test_sigterm_while_the_outputs_are_written_waits_until_they_are_complete(tmp_path, capsys, scripted_backends,
                                                                               monkeypatch):
-    real_save = cli.save_trace
+    class SignalledWriter(cli.TraceWriter):
+        def close(self, wait=True):
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered at once, as the run's final save is waited for
+            return super().close(wait)
 
-    def save_then_signalled(trace, folder):
-        os.kill(os.getpid(), signal.SIGTERM)  # delivered at once, in the middle of writing the run
-        return real_save(trace, folder)
-
-    monkeypatch.setattr(cli, "save_trace", save_then_signalled)
+    monkeypatch.setattr(cli, "TraceWriter", SignalledWriter)
     code, stdout, stderr = run(tmp_path, capsys)
     assert code == 0, stderr
     assert "note: SIGTERM arrived while the outputs were written; they were completed first" in stderr
@@ -58,10 +57,10 @@ def test_sigterm_while_the_outputs_are_written_waits_until_they_are_complete(tmp
 
 
 def test_a_failed_save_exits_5_and_says_what_was_lost(tmp_path, capsys, scripted_backends, monkeypatch):
-    def disk_full(trace, folder):
+    def disk_full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cli, "save_trace", disk_full)
+    monkeypatch.setattr(trace_writer, "write_atomic", disk_full)  # every save of the run, the last one too
     code, _, stderr = run(tmp_path, capsys)
     assert code == EXIT_SAVE == 5
     assert stderr.count("\n") == 1
