@@ -145,6 +145,23 @@ def check_member_name(name: str, what: str) -> None:
 # ------------------------------------------------------------------ .zip
 
 
+def check_member(info: zipfile.ZipInfo, what: str) -> None:
+    """Refuse a ``.zip`` member this app never reads: an unsafe name (``check_member_name``), a link, an encrypted
+    member or one compressed with a method Python's ``zipfile`` cannot inflate.
+
+    Raises:
+        TraceFormatError: the message names the member and what to do.
+    """
+    check_member_name(info.filename, what)
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise TraceFormatError(f"{what} holds a link ({info.filename!r}); a trace holds only plain files")
+    if info.flag_bits & 0x1:
+        raise TraceFormatError(f"{what} holds an encrypted file ({info.filename!r}); save it without a password")
+    if info.compress_type not in _ZIP_METHODS:
+        raise TraceFormatError(f"{info.filename!r} in {what} is compressed with a method this app does not read; "
+                               "save it again with ordinary (deflate) compression")
+
+
 class ZipFiles:
     """The members of a ``.zip``, checked on opening and read within a budget (see the module docstring).
 
@@ -184,15 +201,7 @@ class ZipFiles:
             raise TraceFormatError(f"{what} has {len(infos):,} files; a trace has at most {MAX_ZIP_MEMBERS:,}")
         found: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
-            check_member_name(info.filename, what)
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise TraceFormatError(f"{what} holds a link ({info.filename!r}); a trace holds only plain files")
-            if info.flag_bits & 0x1:
-                raise TraceFormatError(f"{what} holds an encrypted file ({info.filename!r}); save it without a "
-                                       "password")
-            if info.compress_type not in _ZIP_METHODS:
-                raise TraceFormatError(f"{info.filename!r} in {what} is compressed with a method this app does not "
-                                       "read; save it again with ordinary (deflate) compression")
+            check_member(info, what)
             if info.filename in found:
                 raise TraceFormatError(f"{what} holds {info.filename!r} twice; a trace names each file once")
             found[info.filename] = info

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -120,3 +121,21 @@ def test_a_zip_is_unpacked_with_bounded_reads(batch, tmp_path):
     assert not reopened and not list((tmp_path / "store").rglob("evil.json"))
     assert [item.id for item in ReviewQueue.open(folder).items] == ["cup", "dog", "flag"]
     assert unpack_batch_zip(archive, tmp_path / "store") == (folder, True)
+
+
+@pytest.mark.parametrize(("flags", "size", "expected"), [
+    (0x1, None, "holds an encrypted file ('manifest.json')"),
+    (None, 10, "the .zip is damaged (Bad CRC-32 for file 'manifest.json')"),  # read only as far as it declares
+])
+def test_a_zip_member_that_is_encrypted_or_inflates_past_its_size_is_refused(batch, tmp_path, flags, size, expected):
+    from test_safe_read import patch_headers  # the same hand-made faults every trace loader refuses
+
+    archive = tmp_path / "batch.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
+        for path in sorted(batch.rglob("*")):
+            if path.is_file():
+                zipped.write(path, path.relative_to(batch).as_posix())
+    archive.write_bytes(patch_headers(archive.read_bytes(), "manifest.json", size=size, flags=flags))
+    with pytest.raises(InputError, match=re.escape(expected)):
+        unpack_batch_zip(archive, tmp_path / "store")
+    assert not (tmp_path / "store").exists() or not list((tmp_path / "store").iterdir())  # nothing half-unpacked

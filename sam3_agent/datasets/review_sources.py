@@ -11,6 +11,10 @@ An uploaded .zip of a batch output is copied, member by member, into a folder of
 needs are copied (``manifest.json``, ``coco.json``, ``summary.json`` and, under ``items/<name>/``, ``trace.json``,
 ``item.json``, ``review.json`` and the trace's ``images/`` and ``masks/`` files), each name checked against that
 list, so no member can land outside the copy (absolute names, ``..``, links are never written); sizes are bounded as declared and as read.
+Each member copied passes ``safe_read.check_member`` (no encrypted member, no unknown compression) and is inflated in
+chunks, never past the size it declares. The copy is streamed to disk here rather than read
+through ``safe_read.ZipFiles`` (whose bounds are one trace's, held in memory); each trace in it is then loaded by
+``trace_io.load_trace``, which reads through ``safe_read``.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ import shutil
 import stat
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, TraceFormatError
+from ..safe_read import check_member, describe
 from ..trace_decode import TRACE_MEMBER
 from .layout import MANIFEST_FILE
 
@@ -112,15 +118,27 @@ def _batch_prefix(names: list[str]) -> str:
 
 
 def _copy_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, budget: int) -> int:
-    """Copy one member to ``target``, reading at most ``budget`` bytes; returns the bytes written."""
+    """Copy one member to ``target``, reading at most ``budget`` bytes; returns the bytes written. (``zipfile`` reads
+    no more than the member declares: one that would inflate further fails its CRC check as damaged.)
+
+    Raises:
+        InputError: an encrypted or unreadable member, or past ``budget``.
+    """
+    try:
+        check_member(member, "the .zip")
+    except TraceFormatError as error:
+        raise InputError(str(error)) from None
     written = 0
     target.parent.mkdir(parents=True, exist_ok=True)
-    with archive.open(member) as source, open(target, "wb") as sink:
-        while block := source.read(CHUNK):
-            written += len(block)
-            if written > budget:
-                raise InputError(f"the .zip is larger than {MAX_ZIP_UNPACKED // 2**20} MB once unpacked")
-            sink.write(block)
+    try:
+        with archive.open(member) as source, open(target, "wb") as sink:
+            while block := source.read(CHUNK):
+                written += len(block)
+                if written > budget:
+                    raise InputError(f"the .zip is larger than {MAX_ZIP_UNPACKED // 2**20} MB once unpacked")
+                sink.write(block)
+    except (zlib.error, NotImplementedError, RuntimeError) as error:
+        raise InputError(f"{member.filename!r} in the .zip cannot be read: {describe(error)}") from None
     return written
 
 
