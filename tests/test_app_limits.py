@@ -39,9 +39,10 @@ def test_a_run_at_the_apps_photo_limit_writes_a_trace_the_app_reads_back(tmp_pat
     idle = ScriptedVLM([])
     handlers = Handlers(AgentFactory(AppSettings(max_rounds=10), Backends(idle, idle, KnownSegmenter(detections), {}),
                                      script), warn=lambda message: None, root=tmp_path / "app")
-    last = list(handlers.run(str(path), "the cups", 10, 0.5, RunSlot()))[-1]
+    slot = RunSlot()
+    last = list(handlers.run(str(path), "the cups", 10, 0.5, slot))[-1]
     assert "Done: 2 masks selected after 4 rounds." in last.status
-    trace_zip = last.downloads[1]
+    trace_zip = handlers.trace_download(slot)[1]  # zipped after the answer is shown
     assert 0 < os.path.getsize(trace_zip) < MAX_ZIP_BYTES
     state, message, *_ = handlers.inspect.load_trace(trace_zip)
     assert state is not None and "Done: 2 masks selected after 4 rounds." in message
