@@ -154,6 +154,7 @@ def test_the_answer_is_shown_before_the_trace_zip_is_written(tmp_path, monkeypat
     release.set()
     downloads = handlers.trace_download(slot)
     assert downloads == [str(masks_path), str(masks_path.parent / "trace.zip")]
+    assert handlers.trace_download_page(slot) == ({"__type__": "update"}, downloads)  # the status left as it is
     zipped = load_trace(downloads[1])
     assert zipped.status == "done" and len(zipped.rounds) == 4
     assert load_trace(masks_path.parent / "trace") == zipped  # the app's own copy, saved round by round
@@ -176,7 +177,7 @@ def test_the_apps_copy_of_the_trace_grows_round_by_round(tmp_path):
     assert load_trace(handlers.trace_download(slot)[1]).status == "done"
 
 
-def test_a_trace_zip_that_cannot_be_written_leaves_the_answer_and_warns(tmp_path, monkeypatch):
+def test_a_trace_zip_that_cannot_be_written_leaves_the_answer_and_says_so(tmp_path, monkeypatch):
     def full_disk(files, prefix=""):
         raise OSError(28, "No space left on device")
 
@@ -187,7 +188,11 @@ def test_a_trace_zip_that_cannot_be_written_leaves_the_answer_and_warns(tmp_path
     last = run_to_end(handlers, ASTRONAUT, "the child on the left", slot)[-1]
     assert "Done: 1 mask selected" in last.status and last.final_image is not None
     assert handlers.trace_download(slot) == {"__type__": "update"}
-    assert warnings == ["The trace could not be saved: [Errno 28] No space left on device"]
+    status, downloads = handlers.trace_download_page(slot)
+    assert 'class="status status-error"' in status and downloads == {"__type__": "update"}  # the masks stay offered
+    assert ("Done: 1 mask selected after 4 rounds. Its trace could not be saved on the server (No space left on "
+            "device), so only its masks can be downloaded") in status
+    assert warnings == []  # the status line, in view, says it: no pop-up as well
 
 
 @pytest.mark.parametrize(

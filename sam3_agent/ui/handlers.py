@@ -340,20 +340,31 @@ class Handlers(SharedObject):
         )
 
     def trace_download(self, slot: RunSlot | None, timeout: float | None = None) -> Any:
-        """The downloads once the latest finished run's trace ``.zip`` is written: ``[final_masks.json, trace.zip]``.
-
-        Bound as its own event after ``run`` (outside the agent's queue), so waiting here never delays the next
-        run. A zip that could not be written leaves the COCO file alone on offer, with a warning.
-        """
+        """The downloads once the latest finished run's trace ``.zip`` is written: ``[final_masks.json, trace.zip]``;
+        "no change" while it is still being written after ``timeout`` or when it could not be written."""
         download = slot.download if slot is not None else None
         if download is None:
             return gr.skip()
         path = download.wait(timeout)
         if path is None:
-            if download.error is not None:
-                self.warn(f"The trace could not be saved: {download.error}")
             return gr.skip()
         return [str(download.masks), str(path)]
+
+    def trace_download_page(self, slot: RunSlot | None) -> tuple[Any, Any]:
+        """(status, downloads) once the trace ``.zip`` is written (``trace_download``).
+
+        Bound as its own event after ``run`` (outside the agent's queue), so waiting here never delays the next
+        run. A zip that could not be written leaves the COCO file alone on offer, and the status line says the
+        trace is missing (in view, as every run outcome: no pop-up as well).
+        """
+        download = slot.download if slot is not None else None
+        downloads = self.trace_download(slot)
+        if download is None or download.error is None:
+            return gr.skip(), downloads
+        line = final_status_line(download.trace)
+        message = (f"{line.text} Its trace could not be saved on the server ({download.error}), so only its masks "
+                   "can be downloaded; try again later.")
+        return render_status(StatusLine("error", message)), downloads
 
     def stop(self, slot: RunSlot | None) -> Iterator[tuple[Any, Any]]:
         """Stop the session's run; yields (status, downloads).

@@ -166,8 +166,8 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         )
         # The trace .zip is written while the answer is already shown; offered by its own event, outside the
         # agent's queue, so the next run never waits for it.
-        run_event.then(handlers.trace_download, inputs=[slot], outputs=[downloads], concurrency_limit=None,
-                       show_progress="hidden", api_visibility="private")
+        run_event.then(handlers.trace_download_page, inputs=[slot], outputs=[status, downloads],
+                       concurrency_limit=None, show_progress="hidden", api_visibility="private")
         stop_event = stop_button.click(
             handlers.stop, inputs=[slot], outputs=[status, downloads], concurrency_limit=None,
             show_progress="hidden", api_visibility="private",

@@ -22,7 +22,7 @@ from typing import Any
 from PIL import Image
 
 from ..agent import Agent, AgentConfig
-from ..errors import BackendError, InputError
+from ..errors import BackendError, InputError, what_went_wrong
 from ..masks import to_coco_results
 from ..presets import Backends, build_backends, build_point_segmenter, cache_system_prompts, share_sam3_backbone
 from ..prompts import Prompts, load_prompts
@@ -244,11 +244,14 @@ class TraceDownload:
     answer: the run's ``TraceWriter`` saves the final state, then its files are zipped into ``path``.
 
     Attributes:
+        trace: the finished run.
         masks: the run's ``final_masks.json`` (offered with the zip).
         path: where the zip goes.
+        error: why the zip could not be written, in words (``None`` until then, or when it was written).
     """
 
     def __init__(self, writer: TraceWriter, trace: Trace, masks: Path, path: Path) -> None:
+        self.trace = trace
         self.masks = masks
         self.path = path
         self.error: str | None = None
@@ -261,9 +264,12 @@ class TraceDownload:
             files = writer.files()
             writer.close()
             write_atomic(self.path, zip_files(files))
-        except Exception as error:  # reported by wait(): the answer is on screen already
+        except OSError as error:  # disk full...: reported by the page's status; the answer is on screen already
+            logger.error("the trace .zip could not be written: %s", error)
+            self.error = error.strerror or str(error)
+        except Exception as error:  # noqa: BLE001 - a bug: logged with its traceback, said in words on the page
             logger.exception("the trace .zip could not be written")
-            self.error = str(error)
+            self.error = what_went_wrong(error)
         finally:
             self._done.set()
 
