@@ -48,6 +48,21 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
     add("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
+    add_decoding_arguments(parser)
+    add("--max-image-pixels", type=int, default=MAX_PIXELS, help=f"{image_limit_help} (default {MAX_PIXELS:,})")
+    add("--verify-batch-size", type=int,
+        help="masks verified per batched VLM call (1: one by one; same verdicts either way, verified on CPU in "
+             "float32; default 8, fewer on a small GPU)")
+    add("--no-prefix-cache", dest="prefix_cache", action="store_false",
+        help="recompute every prompt in full with transformers' generate (same output on CPU in float32, slower; "
+             "saves the KV caches' memory)")
+
+
+
+def add_decoding_arguments(parser: Any) -> None:
+    """Declare the token-budget and decoding flags (``--max-new-tokens`` ... ``--seed``) on ``parser``, with no
+    defaults (``None``: the model's own); the command line (``add_model_arguments``) and the app share them."""
+    add = parser.add_argument
     add("--max-new-tokens", type=int,
         help="token budget of each main VLM call (default per model: 2048, Thinking models 8192)")
     add("--verify-max-new-tokens", type=int,
@@ -58,14 +73,6 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
     add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
     add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
     add("--seed", type=int, help="seed of sampled decoding (default 0): the same seed repeats a run")
-    add("--max-image-pixels", type=int, default=MAX_PIXELS, help=f"{image_limit_help} (default {MAX_PIXELS:,})")
-    add("--verify-batch-size", type=int,
-        help="masks verified per batched VLM call (1: one by one; same verdicts either way, verified on CPU in "
-             "float32; default 8, fewer on a small GPU)")
-    add("--no-prefix-cache", dest="prefix_cache", action="store_false",
-        help="recompute every prompt in full with transformers' generate (same output on CPU in float32, slower; "
-             "saves the KV caches' memory)")
-
 
 def backend_settings(args: argparse.Namespace) -> "BackendSettings":
     """The ``presets.BackendSettings`` the flags describe, checked before any model loads.

@@ -83,3 +83,15 @@ def test_prefix_cache_flag_wins_over_the_environment_and_rejects_other_values():
     assert parse_settings(["--prefix-cache", "on"], environ={"SAM3_AGENT_PREFIX_CACHE": "off"})[0].backend.prefix_cache
     with pytest.raises(InputError, match="SAM3_AGENT_PREFIX_CACHE='no' must be one of \\['off', 'on'\\]"):
         parse_settings([], environ={"SAM3_AGENT_PREFIX_CACHE": "no"})
+
+
+def test_review_root_from_the_flag_or_the_environment_must_be_a_folder(tmp_path):
+    flag, env = tmp_path / "flag", tmp_path / "env"
+    flag.mkdir()
+    env.mkdir()
+    assert parse_settings([], environ={})[0].review_root is None
+    assert parse_settings([], environ={"SAM3_AGENT_REVIEW_ROOT": str(env)})[0].review_root == env
+    chosen = parse_settings(["--review-root", str(flag)], environ={"SAM3_AGENT_REVIEW_ROOT": str(env)})[0]
+    assert chosen.review_root == flag
+    with pytest.raises(InputError, match=r"review folder .*missing.* is not a folder"):
+        parse_settings(["--review-root", str(tmp_path / "missing")], environ={})

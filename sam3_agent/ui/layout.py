@@ -182,7 +182,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         with tabs:
             inspected, correct_inspected = _inspect_tab(handlers.inspect)
             correct = build_correct_tab(handlers.correct, tabs)
-            build_review_tab(handlers.correct, handlers.root, correct, review_bar)
+            build_review_tab(handlers.correct, handlers.root, correct, review_bar, settings.review_root)
         correct_run.click(handlers.correct.from_run, inputs=[slot, correct.session], outputs=correct.outputs,
                           api_visibility="private", show_progress="hidden")
         correct_inspected.click(handlers.correct.from_inspected, inputs=[inspected, correct.session],

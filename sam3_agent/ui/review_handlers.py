@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import html
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,18 +37,11 @@ from .view import StatusLine
 
 logger = logging.getLogger(__name__)
 
-REVIEW_ROOT_ENV = "SAM3_AGENT_REVIEW_ROOT"
 EXPORT_FILE = "reviewed_coco.json"  # written into the batch folder, beside its coco.json
 TABLE_ROWS = 200  # rows of the queue table shown around the current item (a batch may have thousands)
 UPLOADS_DIR = ".uploads"  # under the review root: uploaded batches, kept across restarts (hidden from the folder list)
 TEMPORARY_STORE_BYTES = MAX_ZIP_UNPACKED  # without a review root, uploads are unpacked in the app's temporary folder
 EMPTY = "Open a batch output (a folder under the review folder, or a .zip of one) to review it item by item."
-
-
-def review_root_from_env(environ: Any = None) -> Path | None:
-    """The folder under which batch outputs may be opened by path: ``SAM3_AGENT_REVIEW_ROOT``, else ``None``."""
-    value = (os.environ if environ is None else environ).get(REVIEW_ROOT_ENV, "").strip()
-    return Path(value) if value else None
 
 
 @dataclass(frozen=True)

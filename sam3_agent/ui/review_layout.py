@@ -19,7 +19,7 @@ from .correct_handlers import CorrectHandlers
 from .correct_layout import CorrectView
 from .html import render_status
 from ..datasets.review_sources import find_batches
-from .review_handlers import EMPTY, ReviewHandlers, review_root_from_env
+from .review_handlers import EMPTY, ReviewHandlers
 from .view import StatusLine
 
 REVIEW_TAB_ID = "review"
@@ -74,8 +74,8 @@ def build_review_bar() -> ReviewBar:
 def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: CorrectView, bar: ReviewBar,
                      review_root: Path | None = None) -> ReviewHandlers:
     """The "Review a batch" tab (call inside ``tabs``) and the bar's events; returns its handlers. ``review_root``:
-    where batch folders may be opened by path (default: ``SAM3_AGENT_REVIEW_ROOT``)."""
-    review_root = review_root if review_root is not None else review_root_from_env()
+    where batch folders may be opened by path (``AppSettings.review_root``: ``--review-root`` or
+    ``SAM3_AGENT_REVIEW_ROOT``; ``None``: .zip uploads only)."""
     handlers = ReviewHandlers(correct, root, review_root)
     with gr.Tab("Review a batch", id=REVIEW_TAB_ID, elem_id="tab-review"):
         slot = gr.State(None)
@@ -83,7 +83,7 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
         with gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=300):
                 where = ("a folder under the review folder" if review_root is not None else
-                         "no review folder was set (SAM3_AGENT_REVIEW_ROOT), so upload a .zip")
+                         "no review folder was set (--review-root), so upload a .zip")
                 found = find_batches(review_root)
                 folder = gr.Dropdown(found, value=found[0] if found else None, label=f"Batch output folder ({where})",
                                      allow_custom_value=True, elem_id="review-folder",

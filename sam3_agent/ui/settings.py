@@ -12,10 +12,12 @@ import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
+from ..model_flags import add_decoding_arguments
 from ..masks import SCORE_THRESHOLD as DEFAULT_SCORE_THRESHOLD  # the agent's own default
 from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
@@ -65,6 +67,7 @@ ENVIRONMENT: dict[str, str] = {
     "vlm_server_read_timeout": TIMEOUT_ENVIRONMENT["read"],
     "vlm_server_deadline": TIMEOUT_ENVIRONMENT["deadline"],
     "concurrency": "SAM3_AGENT_CONCURRENCY",
+    "review_root": "SAM3_AGENT_REVIEW_ROOT",
     "host": "GRADIO_SERVER_NAME",
     "port": "GRADIO_SERVER_PORT",
 }
@@ -83,6 +86,7 @@ class AppSettings:
         concurrency: runs processed at once across all sessions (1 suits one GPU).
         max_image_pixels: largest photo (width * height) a run accepts; larger ones are refused with a message.
         host / port: where the server listens.
+        review_root: folder under which the Review tab opens batch outputs by path (``None``: .zip uploads only).
     """
 
     backend: BackendSettings = field(default_factory=_default_backend)
@@ -93,6 +97,7 @@ class AppSettings:
     max_image_pixels: int = APP_MAX_IMAGE_PIXELS
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    review_root: Path | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,15 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--score-threshold", type=float, help=f"default SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
-    add("--max-new-tokens", type=int, help="token budget of each main VLM call (default per model: 2048, Thinking 8192)")
-    add("--verify-max-new-tokens", type=int,
-        help="token budget of each mask verification (default per model: 512, Thinking 4096)")
-    add("--decoding", choices=["sample", "greedy"],
-        help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
-    add("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
-    add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
-    add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
-    add("--seed", type=int, help="seed of sampled decoding (default 0): the same seed repeats a run")
+    add_decoding_arguments(parser)
     add("--max-image-pixels", type=int,
         help=f"largest photo a run accepts, in pixels (default {APP_MAX_IMAGE_PIXELS:,}; stated on the page)")
     timeouts = ServerTimeouts()
@@ -139,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="reuse prompt-prefix KV caches in the local VLM (default on; off: same output, verified on CPU in "
              "float32; slower, less memory)")
     add("--concurrency", type=int, help=f"runs processed at once (default {DEFAULT_CONCURRENCY})")
+    add("--review-root", metavar="FOLDER",
+        help="folder under which the Review tab opens batch outputs by path (default: none, .zip uploads only)")
     add("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     add("--port", type=int, help=f"port to listen on (default {DEFAULT_PORT})")
     add("-v", "--verbose", action="store_true", help="log debug messages")
@@ -234,6 +233,7 @@ def parse_settings(
         max_image_pixels=int(pick("max_image_pixels", APP_MAX_IMAGE_PIXELS)),  # type: ignore[call-overload]
         host=str(pick("host", DEFAULT_HOST)),
         port=int(pick("port", DEFAULT_PORT)),  # type: ignore[call-overload]
+        review_root=None if values["review_root"] is None else Path(str(values["review_root"])).expanduser(),
     )
     check_settings(settings)
     return settings, bool(args.verbose)
@@ -256,3 +256,6 @@ def check_settings(settings: AppSettings) -> None:
         raise InputError(f"the image pixel limit must be at least 1, got {settings.max_image_pixels}")
     if not 1 <= settings.port <= 65535:
         raise InputError(f"the port must be between 1 and 65535, got {settings.port}")
+    if settings.review_root is not None and not settings.review_root.is_dir():
+        raise InputError(f"the review folder {settings.review_root} (--review-root, SAM3_AGENT_REVIEW_ROOT) is not a "
+                         "folder: give the folder that holds your batch outputs")
