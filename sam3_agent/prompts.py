@@ -71,7 +71,8 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "examine_result": ("kept", "total"),
         "examine_unchecked": ("numbers",),
         "examine_all_rejected": ("total",),
-        "verify_user": ("query", "mask_number"),
+        "verify_user": ("query",),
+        "verify_candidate": ("mask_number",),
         "verify_retry": (),
         "verify_truncated": ("limit",),
     }.items()

@@ -1,7 +1,8 @@
 """Per-mask verification for ``examine_each_mask``: one isolated VLM call per mask.
 
-Each call has its own system prompt and three images: the raw image, the image with only that
-mask drawn, and a zoomed view (the region around the mask's box, plain and with the mask drawn).
+Each call has its own system prompt and three images: the raw image (followed by the query), the image
+with only that mask drawn, and a zoomed view (the region around the mask's box, plain and with the mask
+drawn), then the mask's number; what comes before the mask's own views is the same for every mask.
 These calls never enter the main conversation.
 
 A mask whose verification call fails for a backend reason (out of memory, a server error, an image
@@ -42,16 +43,21 @@ class RunCancelled(Exception):
 def verification_messages(
     prompts: Prompts, image: Image.Image, query: str, mask_view: ImagePart, zoom_view: ImagePart, mask_number: int
 ) -> list[Message]:
-    """The isolated conversation that verifies one mask: system prompt, then three images and the query."""
+    """The isolated conversation that verifies one mask: the system prompt, then one user message holding the raw
+    image, the query (with what the next images are), the mask view, the zoom view and the mask's number.
+
+    Everything up to the mask view is the same for every mask of one round, so a batch of verifications (or a
+    prefix cache) computes it once; only the two views and a short question are each mask's own."""
     return [
         Message("system", (TextPart(prompts.verify_system),)),
         Message(
             "user",
             (
                 ImagePart(image, "raw"),
+                TextPart(prompts.format("verify_user", query=query)),
                 mask_view,
                 zoom_view,
-                TextPart(prompts.format("verify_user", query=query, mask_number=mask_number)),
+                TextPart(prompts.format("verify_candidate", mask_number=mask_number)),
             ),
         ),
     ]

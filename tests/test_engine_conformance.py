@@ -120,12 +120,13 @@ def box_masks(image: Image.Image, boxes: list[tuple[int, int, int, int]]) -> np.
 
 
 def verification(image: Image.Image, mask: np.ndarray, number: int, query: str = "the cup") -> list[Message]:
-    """A verification request as ``verify.verification_messages`` lays it out (raw image, mask view, zoom view,
-    question), with a short system prompt."""
+    """A verification request as ``verify.verification_messages`` lays it out (raw image, the query, mask view,
+    zoom view, question), with a short system prompt."""
     return [system(VERIFY_SYSTEM), Message("user", (
-        ImagePart(image, "raw"), ImagePart(render_single_mask(image, mask), f"round1_mask{number}_view"),
+        ImagePart(image, "raw"), TextPart(f"Query: {query}. Two views of one mask follow."),
+        ImagePart(render_single_mask(image, mask), f"round1_mask{number}_view"),
         ImagePart(render_zoom_view(image, mask), f"round1_mask{number}_zoom"),
-        TextPart(f"Does mask {number} show {query}? Answer Accept or Reject."),
+        TextPart(f"Does mask {number} belong in the answer? Answer Accept or Reject."),
     ))]
 
 

@@ -47,7 +47,8 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "examine_result": {"kept", "total"},
     "examine_unchecked": {"numbers"},
     "examine_all_rejected": {"total"},
-    "verify_user": {"query", "mask_number"},
+    "verify_user": {"query"},
+    "verify_candidate": {"mask_number"},
     "verify_retry": set(),
     "verify_truncated": {"limit"},
 }
