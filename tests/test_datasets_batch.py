@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -129,7 +130,16 @@ def test_a_failing_item_is_recorded_and_the_batch_goes_on(items, tmp_path):
     assert load_trace(tmp_path / "out/items/flag").status == "failed"  # the failed run still left its trace
 
 
-def test_ctrl_c_cancels_the_item_in_flight_and_a_rerun_finishes_without_loss(tmp_path):
+@pytest.fixture
+def python_ctrl_c():
+    """Ctrl-C handled as a plain Python process handles it (``KeyboardInterrupt`` in the main thread), whatever
+    handler an earlier test in this process left behind; the previous handler is restored afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_cancels_the_item_in_flight_and_a_rerun_finishes_without_loss(tmp_path, python_ctrl_c):
     items = read_items(write_items(tmp_path / "items.jsonl", [
         {"id": f"item{n}", "image": str(ASSETS / "coffee.jpg"), "query": q}
         for n, q in enumerate(["the cup", "the saucer", "the cup", "the saucer", "the cup"], start=1)]))

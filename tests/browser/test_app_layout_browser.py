@@ -130,11 +130,22 @@ def test_run_pressed_during_a_run_stops_it_and_runs_the_new_query(app_url, tmp_p
         page.wait_for_function("() => (document.querySelector('#live-round .reasoning-text')?.textContent || '')"
                                ".length > 20")
         page.fill("#query textarea", "the second query")
+        # every text the status line shows from now on: "Stopping..." lasts only until the first run has ended,
+        # which on an idle machine can be quicker than a poll of the status
+        page.evaluate("""() => {
+            const status = document.querySelector('#status');
+            window.__statusSeen = [status.textContent];
+            new MutationObserver(() => window.__statusSeen.push(status.textContent))
+                .observe(status, {childList: true, subtree: true, characterData: true});
+        }""")
         page.click("#run-btn")
-        expect(page.locator("#status")).to_contain_text("Stopping the current run: the new one starts as soon as "
-                                                        "it has ended.")
-        page.screenshot(path=str(SHOTS / "layout_run_during_run.png"))
         expect(page.locator("#status")).to_contain_text("Done: 1 mask selected after 4 rounds.", timeout=RUN_MS)
+        page.screenshot(path=str(SHOTS / "layout_run_during_run.png"))
+        seen = [" ".join(text.split()) for text in page.evaluate("window.__statusSeen")]
+        stopping = [n for n, text in enumerate(seen)
+                    if "Stopping the current run: the new one starts as soon as it has ended." in text]
+        stopped = [n for n, text in enumerate(seen) if "Stopped after" in text]
+        assert stopping and stopped and stopping[0] < stopped[0], seen
         trace = load_trace(download(page, "#downloads", "trace.zip", tmp_path))
         assert trace.query == "the second query" and trace.status == "done"
 
