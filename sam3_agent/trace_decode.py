@@ -33,7 +33,7 @@ from .safe_read import (
     view_size_limit,
 )
 from .trace_encode import IMAGE_DIR, IMAGE_NAME, MAX_PHOTO_PIXELS, PHOTO_NAME
-from .trace_v1 import V1Reader, read_call, read_round
+from .trace_v1 import V1Reader, read_call, read_result, read_round, read_verdict
 from .types import SCHEMA_VERSION, ImagePart, Masks, MaskVerdict, Message, Part, TextPart, ToolResult, Trace
 
 logger = logging.getLogger(__name__)
@@ -195,29 +195,10 @@ class _Reader:
                        bool(data["starts_masks"]), bool(data["mistake"]))
 
     def verdict(self, data: dict[str, Any]) -> MaskVerdict:
-        return MaskVerdict(
-            mask_number=int(data["mask_number"]),
-            verdict=data["verdict"],
-            source=data["source"],
-            outputs=tuple(data["outputs"]),
-            mask_view=self.image(data["mask_view"]),
-            zoom_view=self.image(data["zoom_view"]),
-            prompt_tokens=data["prompt_tokens"],
-            seconds=float(data["seconds"]),
-            error=data.get("error"),  # absent in version-2 traces written before verification errors existed
-        )
+        return read_verdict(data, self.image)
 
     def result(self, data: dict[str, Any] | None) -> ToolResult | None:
-        if data is None:
-            return None
-        return ToolResult(
-            reply=self.message(data["reply"]),
-            masks=self.mask_set(data["masks"]),
-            ends_run=bool(data["ends_run"]),
-            final_masks=self.mask_set(data["final_masks"]),
-            verdicts=tuple(self.verdict(v) for v in data["verdicts"]),
-            summary=str(data["summary"]),
-        )
+        return read_result(data, self.message, self.mask_set, self.verdict)
 
     def trace(self) -> Trace:
         document = self._document

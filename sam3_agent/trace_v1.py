@@ -52,29 +52,10 @@ class V1Reader:
         return self._read_masks(data["rle"], height, width, data["scores"], data["boxes_xyxy"], str(data["phrase"]))
 
     def verdict(self, data: dict[str, Any]) -> MaskVerdict:
-        return MaskVerdict(
-            mask_number=int(data["mask_number"]),
-            verdict=data["verdict"],
-            source=data["source"],
-            outputs=tuple(data["outputs"]),
-            mask_view=ImagePart(self.image(data["mask_view"]), data["mask_view"]),
-            zoom_view=ImagePart(self.image(data["zoom_view"]), data["zoom_view"]),
-            prompt_tokens=data["prompt_tokens"],
-            seconds=float(data["seconds"]),
-            error=data.get("error"),  # absent in traces written before verification errors were recorded
-        )
+        return read_verdict(data, lambda name: ImagePart(self.image(name), name))
 
     def result(self, data: dict[str, Any] | None) -> ToolResult | None:
-        if data is None:
-            return None
-        return ToolResult(
-            reply=self.message(data["reply"]),
-            masks=self.masks(data["masks"]),
-            ends_run=bool(data["ends_run"]),
-            final_masks=self.masks(data["final_masks"]),
-            verdicts=tuple(self.verdict(v) for v in data["verdicts"]),
-            summary=str(data["summary"]),
-        )
+        return read_result(data, self.message, self.masks, self.verdict)
 
     def round(self, data: dict[str, Any]) -> Round:
         return read_round(data, self.result)
@@ -85,6 +66,38 @@ def read_call(data: dict[str, Any] | None) -> ToolCall | None:
     if data is None:
         return None
     return ToolCall(str(data["name"]), dict(data["parameters"]), str(data["raw_name"]))
+
+
+def read_verdict(data: dict[str, Any], view: Callable[[Any], ImagePart]) -> MaskVerdict:
+    """A ``MaskVerdict`` from its JSON form; ``view`` turns a stored view reference into its ``ImagePart`` (the
+    only part that differs between schema versions)."""
+    return MaskVerdict(
+        mask_number=int(data["mask_number"]),
+        verdict=data["verdict"],
+        source=data["source"],
+        outputs=tuple(data["outputs"]),
+        mask_view=view(data["mask_view"]),
+        zoom_view=view(data["zoom_view"]),
+        prompt_tokens=data["prompt_tokens"],
+        seconds=float(data["seconds"]),
+        error=data.get("error"),  # absent in traces written before verification errors were recorded
+    )
+
+
+def read_result(data: dict[str, Any] | None, message: Callable[[Any], Message | None],
+                masks: Callable[[Any], Masks | None], verdict: Callable[[Any], MaskVerdict]) -> ToolResult | None:
+    """A ``ToolResult`` from its JSON form (``None`` stays ``None``); the callables read its message, mask sets and
+    verdicts as the trace's schema version stores them."""
+    if data is None:
+        return None
+    return ToolResult(
+        reply=message(data["reply"]),
+        masks=masks(data["masks"]),
+        ends_run=bool(data["ends_run"]),
+        final_masks=masks(data["final_masks"]),
+        verdicts=tuple(verdict(v) for v in data["verdicts"]),
+        summary=str(data["summary"]),
+    )
 
 
 def read_reasons(data: Any) -> tuple[tuple[int, str], ...] | None:
