@@ -21,10 +21,10 @@ from collections.abc import Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from sam3_agent.zerogpu import import_spaces  # imports neither torch nor Gradio
+from sam3_agent.models.zerogpu import import_spaces  # imports neither torch nor Gradio
 
 # On a ZeroGPU Space `spaces` must come before anything that imports torch or touches CUDA; elsewhere it is absent
-# or does nothing. See sam3_agent.zerogpu.
+# or does nothing. See sam3_agent.models.zerogpu.
 import_spaces()
 
 # Only light imports before the flags are parsed: `python app.py --help` answers at once; Gradio and torch

@@ -1,8 +1,8 @@
-"""``python -m sam3_agent``: see ``sam3_agent.cli``."""
+"""``python -m sam3_agent``: see ``sam3_agent.cli.main``."""
 
 import sys
 
-from .cli import main
+from .cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,15 @@
-"""Errors raised to the caller. Model mistakes are not errors: they become feedback (see ``parsing``)."""
+"""Errors raised to the caller, the exit codes the command line maps them to, and their words for a person.
+
+Model mistakes are not errors: they become feedback (see ``agent.parsing``).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+import zlib
+
+from PIL import Image, UnidentifiedImageError
 
 
 class Sam3AgentError(Exception):
@@ -43,3 +54,36 @@ def is_out_of_memory(error: BaseException) -> bool:
         return True
     text = str(error).lower()
     return "out of memory" in text or "can't allocate memory" in text or "not enough memory" in text
+
+
+EXIT_OK, EXIT_INPUT, EXIT_BACKEND, EXIT_BUDGET, EXIT_SAVE, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
+
+
+def describe(error: BaseException) -> str:
+    """What went wrong while reading a file, in words a person can act on (never the exception's class name).
+
+    File faults (zip, compression, JSON, images, memory) are said here; anything else is ``errors.what_went_wrong``.
+    """
+    if isinstance(error, Sam3AgentError):
+        return str(error)
+    if isinstance(error, MemoryError):
+        return "it needs more memory than this machine has free (a damaged or hostile file?)"
+    if isinstance(error, RecursionError):
+        return "its JSON is nested too deeply to be a trace"
+    if isinstance(error, zipfile.BadZipFile):
+        return f"the .zip is damaged ({error})"
+    if isinstance(error, (zlib.error, EOFError)):
+        return "its compressed data is corrupt or cut short"
+    if isinstance(error, NotImplementedError):
+        return f"it uses a .zip feature this app does not read ({error})"
+    if isinstance(error, UnicodeDecodeError):
+        return "a text file in it is not UTF-8"
+    if isinstance(error, json.JSONDecodeError):
+        return f"its JSON is invalid (line {error.lineno}, column {error.colno}: {error.msg})"
+    if isinstance(error, Image.DecompressionBombError):
+        return "an image in it has far too many pixels"
+    if isinstance(error, UnidentifiedImageError):
+        return "an image in it is not a PNG this app can read"
+    if isinstance(error, OSError):
+        return error.strerror or str(error) or "a file could not be read"
+    return what_went_wrong(error)  # missing fields, short lists, wrong types: said the same way by every loader

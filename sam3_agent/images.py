@@ -20,12 +20,11 @@ import struct
 import warnings
 import zlib
 from pathlib import Path
-from typing import Union
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from sam3_agent.errors import InputError
+from .errors import InputError
 
 try:  # HEIC/HEIF (iPhone photos); AVIF is built into Pillow >= 11.3
     from pillow_heif import register_heif_opener
@@ -42,7 +41,7 @@ MIN_SIDE = 8  # smallest accepted width/height (pixels): nothing below this can 
 LIMIT_ADVICE = "downscale it (or raise the limit: --max-image-pixels on the command line, max_pixels in Python)"
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
-ImageSource = Union[str, os.PathLike, bytes, bytearray, memoryview, Image.Image, np.ndarray]
+ImageSource = str | os.PathLike | bytes | bytearray | memoryview | Image.Image | np.ndarray
 
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 _HIGH_DEPTH_MODES = {"I", "I;16", "I;16L", "I;16B", "I;16N", "F"}

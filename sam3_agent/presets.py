@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from .engine.decoding import DecodingOverrides, apply_overrides, check_overrides
 from .errors import InputError
-from .hub import check_model_source
-from .gpu_memory import (
+from .models.gpu_memory import (
     DEFAULT_VLM_BYTES,
     MemoryPlan,
     checkpoint_files,
@@ -32,11 +32,11 @@ from .gpu_memory import (
     kv_bytes_per_token,
     plan_for_gpu,
 )
-from .model_loading import default_device
-from .segmenter import DEFAULT_FEATURE_CACHE_BYTES, DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter, sam3_dtype
-from .verify import DEFAULT_VERIFY_BATCH_SIZE
+from .models.hub import check_model_source
+from .models.loading import default_device
+from .models.zerogpu import on_zero_gpu
+from .sam.segmenter import DEFAULT_FEATURE_CACHE_BYTES, DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter, sam3_dtype
 from .vlm.base import VLM
-from .zerogpu import on_zero_gpu
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class BackendSettings:
         prefix_cache: reuse prompt-prefix KV caches in the local VLM (same output, verified on CPU in float32;
             off saves its memory).
         sam3_dtype: ``"float32"`` or ``"bfloat16"`` for SAM 3 and its point model (``None``: float32, or what the
-            GPU memory plan picks on a small GPU, see ``gpu_memory``).
+            GPU memory plan picks on a small GPU, see ``models.gpu_memory``).
         decoding: sampling, seed and verification budget asked for instead of the local model's defaults
             (``engine.decoding.DecodingOverrides``; its own ``max_new_tokens`` is ignored: use the field above).
     """
@@ -202,7 +202,7 @@ def cache_system_prompts(vlm: VLM) -> None:
     prefill = getattr(vlm, "prefill_system_prompts", None)
     if prefill is None or vlm in _system_prompts_cached:
         return
-    from .prompts import load_prompts
+    from .agent.prompts import load_prompts
 
     prompts = load_prompts()
     prefill([prompts.main_system, prompts.verify_system])
@@ -255,7 +255,7 @@ def build_backends(settings: BackendSettings) -> Backends:
         InputError: inconsistent settings (``check_backend_settings``).
         BackendError: a model cannot be loaded (the message names it and says how to fix it).
     """
-    from .vlm.transformers_qwen import DEFAULT_VLM_MODEL
+    from .vlm.qwen_load import DEFAULT_VLM_MODEL
 
     check_backend_settings(settings)
     record: dict[str, Any] = {"preset": settings.preset, "device": settings.device}
@@ -339,7 +339,7 @@ def tiny_tracker_path() -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _point_segmenter(model: str, device: str | None, dtype: str | None = None):
-    from .tracker import Sam3PointSegmenter
+    from .sam.tracker import Sam3PointSegmenter
 
     check_model_source(model, "SAM 3 point-prompt model")
     return Sam3PointSegmenter.from_pretrained(model, device=device, dtype=dtype)
@@ -349,7 +349,7 @@ def share_sam3_backbone(point_segmenter: Any, segmenter: Any) -> bool:
     """Let SAM 3's point model use the detector's vision backbone and image encodings when both are SAM 3 models
     with the same backbone (``tracker.Sam3PointSegmenter.share_backbone_with``): one backbone in memory, and an
     image the agent encoded costs only the point model's neck when clicked on. Returns whether it is shared."""
-    from .tracker import Sam3PointSegmenter
+    from .sam.tracker import Sam3PointSegmenter
 
     if isinstance(point_segmenter, Sam3PointSegmenter) and isinstance(segmenter, Sam3Segmenter):
         return point_segmenter.share_backbone_with(segmenter)

@@ -1,4 +1,4 @@
-"""COCO run-length encoding of masks, the compact form ``types.Masks`` holds them in.
+"""COCO run-length encoding of masks, the compact form ``mask_set.Masks`` holds them in.
 
 Helpers over ``pycocotools.mask`` that work on the raw compressed ``counts`` (bytes) of trusted masks: encode
 once, then read areas, tight boxes and pairwise intersections straight from the runs (no decoding), and decode
@@ -11,11 +11,14 @@ pixels ordered column by column (``size = [H, W]``).
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import cv2
 import numpy as np
 from pycocotools import mask as coco_mask
+
+from .errors import TraceFormatError
 
 
 def _objects(counts: Sequence[bytes], height: int, width: int) -> list[dict]:
@@ -196,3 +199,164 @@ def intersections(one: bytes, others: Sequence[bytes], height: int, width: int, 
 def text(counts: bytes) -> str:
     """The counts as the JSON string COCO files hold."""
     return counts.decode("ascii")
+
+
+def encode_rle(masks: np.ndarray) -> list[dict[str, Any]]:
+    """COCO compressed RLE of each mask (via ``pycocotools.mask.encode``).
+
+    Args:
+        masks: bool (N, H, W); a single (H, W) mask is treated as N = 1.
+
+    Returns:
+        N dicts ``{"size": [H, W], "counts": str}`` (counts decoded to ASCII text so that the
+        result is JSON-serialisable).
+
+    Raises:
+        ValueError: on an array that is not 2- or 3-dimensional.
+    """
+    arr = np.asarray(masks)
+    if arr.ndim == 2:
+        arr = arr[None]
+    arr = check_mask_array(arr)
+    n, h, w = arr.shape
+    return [{"size": [int(h), int(w)], "counts": text(c)} for c in encode(arr, h, w)]
+
+
+def _check_size(size: Any, index: int) -> tuple[int, int]:
+    if (
+        not isinstance(size, (list, tuple))
+        or len(size) != 2
+        or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in size)
+    ):
+        raise ValueError(f"RLE {index}: 'size' must be [height, width] as two non-negative integers; got {size!r}")
+    return int(size[0]), int(size[1])
+
+
+def _compressed_counts_total(counts: bytes, index: int) -> int:
+    """Sum of the run lengths in a COCO compressed counts string (``rle.run_lengths``).
+
+    Only used to validate input before handing it to pycocotools, whose decoder leaves pixels
+    uninitialised when the runs cover fewer than H*W pixels.
+    """
+    try:
+        runs = run_lengths(counts)
+    except ValueError as error:
+        raise ValueError(f"RLE {index}: {error}") from None
+    if np.any(runs < 0):
+        raise ValueError(f"RLE {index}: 'counts' decodes to a negative run length")
+    return int(runs.sum())
+
+
+def validated_counts(
+    rles: Any, height: int | None = None, width: int | None = None
+) -> tuple[tuple[bytes, ...], tuple[int, int]]:
+    """Check COCO RLEs read from a file without decoding them; the one check every loader applies.
+
+    Args:
+        rles: dicts ``{"size": [H, W], "counts": str | bytes}`` (compressed RLE) or with ``counts`` as a
+            list of run lengths (uncompressed RLE); all of the same size.
+        height, width: the expected mask size; required when ``rles`` is empty.
+
+    Returns:
+        (compressed counts as ``bytes``, one per RLE, in order; the mask size (H, W)).
+
+    Raises:
+        ValueError: a malformed RLE (missing keys, bad size, counts that are not valid COCO RLE or that do
+            not cover exactly H*W pixels), mixed or unexpected sizes, or an empty list without a size.
+    """
+    if not isinstance(rles, (list, tuple)):
+        raise ValueError(f"rles must be a list of RLE dicts; got {type(rles).__name__}")
+    expected = None if height is None or width is None else (int(height), int(width))
+    if not rles and expected is None:
+        raise ValueError("cannot decode an empty list of RLEs without height and width")
+    out: list[bytes] = []
+    for i, item in enumerate(rles):
+        if not isinstance(item, dict) or "size" not in item or "counts" not in item:
+            raise ValueError(f"RLE {i}: expected a dict with 'size' and 'counts'; got {item!r:.80}")
+        h, w = _check_size(item["size"], i)
+        if expected is None:
+            expected = (h, w)
+        elif (h, w) != expected:
+            raise ValueError(f"RLE {i}: size {[h, w]} differs from the expected {list(expected)}")
+        counts = item["counts"]
+        if isinstance(counts, str):
+            try:
+                counts = counts.encode("ascii")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"RLE {i}: 'counts' must be ASCII COCO RLE text") from exc
+        if isinstance(counts, (bytes, bytearray)):
+            total = _compressed_counts_total(bytes(counts), i)
+            if total != h * w:
+                raise ValueError(f"RLE {i}: run lengths cover {total} pixels, expected {h}x{w} = {h * w}")
+            out.append(bytes(counts))
+        elif isinstance(counts, (list, tuple)):
+            if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0 for c in counts):
+                raise ValueError(f"RLE {i}: uncompressed 'counts' must be non-negative integers")
+            if sum(int(c) for c in counts) != h * w:
+                raise ValueError(f"RLE {i}: run lengths cover {sum(counts)} pixels, expected {h}x{w} = {h * w}")
+            compressed = coco_mask.frPyObjects({"size": [h, w], "counts": [int(c) for c in counts]}, h, w)
+            out.append(bytes(compressed["counts"]))
+        else:
+            raise ValueError(f"RLE {i}: 'counts' must be str, bytes or a list of ints; got {type(counts).__name__}")
+    return tuple(out), expected  # type: ignore[return-value]
+
+
+def decode_rle(rles: list[dict[str, Any]], *, height: int | None = None, width: int | None = None) -> np.ndarray:
+    """Decode COCO RLEs to boolean masks (via ``pycocotools.mask.decode``), after ``validated_counts``.
+
+    Args:
+        rles: dicts ``{"size": [H, W], "counts": str | bytes}`` (compressed RLE) or with
+            ``counts`` as a list of run lengths (uncompressed RLE); all of the same size.
+        height, width: the mask size; required only to decode an empty list, and checked against
+            the RLEs when given.
+
+    Returns:
+        bool (N, H, W).
+
+    Raises:
+        ValueError: see ``validated_counts``.
+    """
+    counts, (h, w) = validated_counts(rles, height, width)
+    return decode_all(counts, h, w)
+
+
+def check_rle(rle: Any, height: int, width: int, what: str) -> None:
+    """Check one COCO RLE (``{"size": [H, W], "counts": str}``) against the image it belongs to, without decoding.
+
+    The declared size must be exactly the image's ``[height, width]`` (a transposed size is refused) and the run
+    lengths must be valid COCO RLE covering exactly ``height * width`` pixels.
+
+    Raises:
+        TraceFormatError: the message names ``what`` and the problem.
+    """
+    if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
+        raise TraceFormatError(f"{what} is not an RLE mask (an object with 'size' and 'counts')")
+    size = rle["size"]
+    if (not isinstance(size, (list, tuple)) or len(size) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in size)):
+        raise TraceFormatError(f"{what} has no valid size [height, width]")
+    if list(size) != [height, width]:
+        raise TraceFormatError(f"{what} is {size[1]}x{size[0]} pixels (width x height) but the image is "
+                               f"{width}x{height}: every mask must be the size of the image")
+    counts = rle["counts"]
+    if not isinstance(counts, str) or not counts.isascii():
+        raise TraceFormatError(f"{what} has counts that are not COCO compressed RLE text")
+    try:
+        total = _compressed_counts_total(counts.encode("ascii"), 0)
+    except ValueError as error:
+        raise TraceFormatError(f"{what} has malformed run lengths ({str(error).removeprefix('RLE 0: ')})") from None
+    if total != height * width:
+        raise TraceFormatError(f"{what} has run lengths covering {total:,} pixels, not the image's "
+                               f"{height * width:,}")
+
+
+def check_mask_array(masks: np.ndarray, what: str = "masks") -> np.ndarray:
+    """Return ``masks`` as a bool (N, H, W) array or raise ValueError saying what is wrong."""
+    arr = np.asarray(masks)
+    if arr.ndim != 3:
+        raise ValueError(f"{what} must be a bool array of shape (N, H, W); got shape {arr.shape}")
+    if arr.dtype != bool:
+        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+            raise ValueError(f"{what} must be a bool array (N, H, W); got dtype {arr.dtype}")
+        arr = arr > 0
+    return arr

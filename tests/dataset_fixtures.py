@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from conftest import KnownSegmenter, tool
 
-from sam3_agent.agent import Agent, AgentConfig
-from sam3_agent.prompts import load_prompts
-from sam3_agent.types import Message
+from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.prompts import load_prompts
+from sam3_agent.messages import Message
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -112,9 +112,9 @@ def review_batch(folder: Path) -> Path:
     """A batch output for review tests, run by the batch code with a scripted VLM over known rectangles: ``cup``
     (coffee.jpg, one mask: the box (200, 40, 420, 310)), ``dog`` (chelsea.jpg, no mask), ``flag`` (astronaut.jpg, one
     mask: the box (0, 0, 95, 340)) and ``lost`` (a missing photo: failed, no trace). Returns the output folder."""
-    from sam3_agent.datasets.items import read_items
-    from sam3_agent.datasets.layout import BatchLayout
-    from sam3_agent.datasets.runner import run_batch
+    from sam3_agent.datasets.batch.items import read_items
+    from sam3_agent.datasets.batch.layout import BatchLayout
+    from sam3_agent.datasets.batch.runner import run_batch
 
     folder.mkdir(parents=True, exist_ok=True)
     lines = [{"id": "cup", "image": str(ASSETS / "coffee.jpg"), "query": "the cup"},

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
-from sam3_agent.agent import Agent, AgentConfig
+from sam3_agent.agent.loop import Agent, AgentConfig
 from sam3_agent.errors import InputError
-from sam3_agent.types import (
-    Generation,
-    MaskVerdictReady,
-    RoundFinished,
-    RoundStarted,
-    RunFinished,
-    TokenStreamed,
-    ToolCall,
-)
+from sam3_agent.events import MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed
+from sam3_agent.messages import Generation, ToolCall
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 H = W = 512
@@ -236,7 +228,7 @@ def test_truncated_output_is_reported_as_truncation(segmenter, astronaut):
 
 @pytest.mark.parametrize("raw_name", ["Segment_Phrase", "segment-phrase", "SEGMENT PHRASE"])
 def test_spelling_variants_of_tool_names_run_with_a_note(segmenter, astronaut, raw_name):
-    response = '<think>x</think><tool>{"name": "%s", "parameters": {"text_prompt": "person"}}</tool>' % raw_name
+    response = f'<think>x</think><tool>{{"name": "{raw_name}", "parameters": {{"text_prompt": "person"}}}}</tool>'
     agent, _, _ = make_agent(segmenter, [response, tool("report_no_mask")])
     trace, _ = run_all(agent, astronaut)
     assert trace.rounds[0].call == ToolCall("segment_phrase", {"text_prompt": "person"}, raw_name)

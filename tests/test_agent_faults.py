@@ -6,7 +6,7 @@ import re
 
 from conftest import KnownSegmenter, tool
 
-from sam3_agent.agent import Agent, AgentConfig
+from sam3_agent.agent.loop import Agent, AgentConfig
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
-from sam3_agent.agent import Agent, AgentConfig
+from sam3_agent.agent.loop import Agent, AgentConfig
 from sam3_agent.errors import BackendError
-from sam3_agent.types import Generation
+from sam3_agent.messages import Generation
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 H = W = 512
@@ -129,7 +129,7 @@ def test_failed_verification_of_one_mask_is_an_error_verdict_and_the_run_goes_on
 
 
 def test_error_verdict_survives_a_trace_save_and_load(segmenter, astronaut):
-    from sam3_agent.trace_io import load_trace_zip, trace_to_zip_bytes
+    from sam3_agent.trace.io import load_trace_zip, trace_to_zip_bytes
 
     agent, _, _ = make_agent(segmenter, [tool("segment_phrase", text_prompt="child"), tool("examine_each_mask"),
                                          tool("report_no_mask")], failing_on_mask(1))
@@ -210,7 +210,9 @@ def test_reply_says_what_sam3_read_of_a_phrase_too_long_for_it(astronaut):
 def error_verdict_event():
     from PIL import Image
 
-    from sam3_agent.types import ImagePart, MaskVerdict, MaskVerdictReady
+    from sam3_agent.events import MaskVerdictReady
+    from sam3_agent.messages import ImagePart
+    from sam3_agent.types import MaskVerdict
 
     view = ImagePart(Image.new("RGB", (4, 4)), "round2_mask1_view")
     error = MaskVerdict(1, "accept", "error", (), view, view, None, 0.5, error="server answered HTTP 500")
@@ -220,7 +222,7 @@ def error_verdict_event():
 def test_cli_prints_why_a_mask_was_kept_unchecked():
     import io
 
-    from sam3_agent.cli import EventPrinter
+    from sam3_agent.cli.main import EventPrinter
 
     out = io.StringIO()
     EventPrinter(out)(error_verdict_event())

@@ -7,8 +7,8 @@ import threading
 import pytest
 from conftest import KnownSegmenter, tool
 
-from sam3_agent.agent import Agent, AgentConfig
-from sam3_agent.types import RoundStarted, TokenStreamed, ToolStarted
+from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.events import RoundStarted, TokenStreamed, ToolStarted
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 SEGMENT = tool("segment_phrase", "people first", text_prompt="person")
@@ -107,10 +107,10 @@ def test_stop_in_the_app_during_a_long_segment_keeps_round_1_in_the_downloaded_t
     from conftest import ASSETS
 
     from sam3_agent.presets import Backends
-    from sam3_agent.trace_io import load_trace
-    from sam3_agent.ui import handlers as handlers_module
-    from sam3_agent.ui.handlers import Handlers, RunSlot
-    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.trace.io import load_trace
+    from sam3_agent.ui.run import handlers as handlers_module
+    from sam3_agent.ui.run.handlers import Handlers, RunSlot
+    from sam3_agent.ui.run.runner import AgentFactory
     from sam3_agent.ui.settings import AppSettings
 
     monkeypatch.setattr(handlers_module, "STOP_GRACE_S", 0.2)

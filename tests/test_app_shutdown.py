@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from conftest import ASSETS

@@ -10,12 +10,13 @@ import pytest
 from conftest import ASSETS, tool
 from PIL import Image
 
-from sam3_agent.cli import main
-from sam3_agent.masks import decode_rle, postprocess_masks
+from sam3_agent.cli.main import main
+from sam3_agent.imaging.postprocess import postprocess_masks
+from sam3_agent.imaging.render import render_numbered_overlay
 from sam3_agent.presets import tiny_model_paths
-from sam3_agent.render import render_numbered_overlay
-from sam3_agent.segmenter import Sam3Segmenter
-from sam3_agent.trace_io import load_trace
+from sam3_agent.rle import decode_rle
+from sam3_agent.sam.segmenter import Sam3Segmenter
+from sam3_agent.trace.io import load_trace
 
 COFFEE = str(ASSETS / "coffee.jpg")  # 600 x 400
 

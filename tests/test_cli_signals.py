@@ -11,10 +11,12 @@ import signal
 import pytest
 from conftest import ASSETS, KnownSegmenter, tool
 
-from sam3_agent import cli, trace_writer
-from sam3_agent.cli import EXIT_SAVE, EXIT_STOPPED, main
+from sam3_agent.cli import main as cli
+from sam3_agent.cli.main import main
+from sam3_agent.errors import EXIT_SAVE, EXIT_STOPPED
 from sam3_agent.presets import Backends
-from sam3_agent.trace_io import load_trace
+from sam3_agent.trace import writer as trace_writer
+from sam3_agent.trace.io import load_trace
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 COFFEE = str(ASSETS / "coffee.jpg")

@@ -1,11 +1,11 @@
-"""The context policy (sam3_agent.context.build_context)."""
+"""The context policy (sam3_agent.agent.context.build_context)."""
 
 from __future__ import annotations
 
 import pytest
 from PIL import Image
 
-from sam3_agent.context import (
+from sam3_agent.agent.context import (
     BEFORE_LATEST_SEGMENT,
     MASKS_GONE,
     OLD_MISTAKE,
@@ -13,7 +13,7 @@ from sam3_agent.context import (
     build_context,
     tried_phrases,
 )
-from sam3_agent.types import ImagePart, Message, TextPart, ToolCall
+from sam3_agent.messages import ImagePart, Message, TextPart, ToolCall
 
 
 def fmt(key: str, **fields: str) -> str:

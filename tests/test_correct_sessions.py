@@ -10,15 +10,22 @@ import numpy as np
 import pytest
 from conftest import photo
 from PIL import Image
+from test_ui_correct import (  # the Correct view's own fixtures
+    FakePointSegmenter,
+    clicked,
+    line,
+    make_trace,
+    masks_of,
+    stroked,
+)
 
 from sam3_agent.errors import InputError
-from sam3_agent.memory_size import held_bytes, image_bytes
-from sam3_agent.tracker import PointMask
-from sam3_agent.ui import correct
-from sam3_agent.ui.correct import TOOL_POSITIVE
-from sam3_agent.ui.correct_handlers import CorrectHandlers
-from sam3_agent.ui.correct_store import CorrectSessions
-from test_ui_correct import FakePointSegmenter, clicked, line, make_trace, masks_of, stroked  # the Correct view's own fixtures
+from sam3_agent.sam.tracker import PointMask
+from sam3_agent.ui.correct import session as correct
+from sam3_agent.ui.correct.handlers import CorrectHandlers
+from sam3_agent.ui.correct.session import TOOL_POSITIVE
+from sam3_agent.ui.correct.store import CorrectSessions
+from sam3_agent.ui.memory_size import held_bytes, image_bytes
 
 BOX = (200, 50, 300, 250)
 MIB = 1024**2
@@ -118,8 +125,8 @@ def test_closing_a_tab_drops_only_that_tabs_sessions(tmp_path):
 
 
 def test_the_app_unload_event_drops_the_closed_tabs_correction_sessions(tmp_path):
-    from sam3_agent.ui.handlers import Handlers
-    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.run.handlers import Handlers
+    from sam3_agent.ui.run.runner import AgentFactory
     from sam3_agent.ui.settings import AppSettings
 
     handlers = Handlers(AgentFactory(AppSettings(), None, load_error="not loaded"), root=tmp_path)

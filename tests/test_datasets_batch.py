@@ -11,11 +11,11 @@ import pytest
 from dataset_fixtures import ASSETS, KnownAgents
 from pycocotools.coco import COCO
 
-from sam3_agent.datasets import files
-from sam3_agent.datasets.items import BatchItem, read_items
-from sam3_agent.datasets.layout import BatchLayout
-from sam3_agent.datasets.runner import STOP_REASON, run_batch
-from sam3_agent.trace_io import load_trace
+from sam3_agent.datasets.batch import files
+from sam3_agent.datasets.batch.items import BatchItem, read_items
+from sam3_agent.datasets.batch.layout import BatchLayout
+from sam3_agent.datasets.batch.runner import STOP_REASON, run_batch
+from sam3_agent.trace.io import load_trace
 
 PHRASES = {"the cup": "cup", "the dog": None, "the flag": "flag", "the saucer": "saucer", "the stars": "flag"}
 DETECTIONS = {"cup": [((200, 40, 420, 310), 0.9)], "flag": [((0, 0, 95, 340), 0.8)],

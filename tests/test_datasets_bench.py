@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from sam3_agent.datasets import bench
+from sam3_agent.bench import batch as bench
 
 
 def test_the_benchmark_runs_every_mode_and_finds_identical_outputs(capsys):

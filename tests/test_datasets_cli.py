@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dataset_fixtures import ASSETS, PHOTOS, QUERIES, segment_and_select_script, twenty_items
 
-from sam3_agent.cli import build_parser, main
+from sam3_agent.cli.main import build_parser, main
 
 BACKEND_FLAGS = ("--preset", "--vlm-model", "--vlm-server", "--vlm-server-model", "--script", "--sam3-model",
                  "--tiny-vlm", "--device", "--max-rounds", "--score-threshold", "--min-pixels", "--max-pixels",

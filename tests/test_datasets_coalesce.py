@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from sam3_agent.datasets.coalesce import CoalescingVLM
+from sam3_agent.datasets.batch.coalesce import CoalescingVLM
 from sam3_agent.errors import BackendError
-from sam3_agent.types import Generation, Message, TextPart
+from sam3_agent.messages import Generation, Message, TextPart
 
 
 def conversation(text: str) -> list[Message]:
@@ -171,8 +171,8 @@ def test_items_sharing_the_tiny_model_give_the_same_traces_as_one_at_a_time(tiny
     """Greedy decoding: a run's outputs do not depend on which other items shared its batches."""
     from conftest import photo
 
-    from sam3_agent.agent import AgentConfig
-    from sam3_agent.datasets.agents import BatchAgents
+    from sam3_agent.agent.loop import AgentConfig
+    from sam3_agent.datasets.batch.agents import BatchAgents
 
     config = AgentConfig(max_rounds=2)
     jobs = [("astronaut.jpg", "the flag"), ("coffee.jpg", "the spoon"), ("chelsea.jpg", "the cat's left ear")]

@@ -14,13 +14,13 @@ import pytest
 from dataset_fixtures import ASSETS, FIXTURES, KnownAgents
 from PIL import Image
 
-from sam3_agent.datasets.evaluate import evaluate
-from sam3_agent.datasets.jsonl_gt import read_jsonl_gt
-from sam3_agent.datasets.layout import BatchLayout
-from sam3_agent.datasets.reasonseg import read_reasonseg
-from sam3_agent.datasets.refcoco import read_refcoco
-from sam3_agent.datasets.report import format_metrics, write_report
-from sam3_agent.datasets.runner import run_batch
+from sam3_agent.datasets.batch.layout import BatchLayout
+from sam3_agent.datasets.batch.runner import run_batch
+from sam3_agent.datasets.formats.jsonl_gt import read_jsonl_gt
+from sam3_agent.datasets.formats.reasonseg import read_reasonseg
+from sam3_agent.datasets.formats.refcoco import read_refcoco
+from sam3_agent.datasets.scoring.evaluate import evaluate
+from sam3_agent.datasets.scoring.report import format_metrics, write_report
 
 REPO = Path(__file__).resolve().parent.parent
 # What the scripted agent answers (a KnownSegmenter rectangle, xyxy with x1/y1 exclusive, or no mask).

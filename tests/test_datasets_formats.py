@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sam3_agent.datasets.ground_truth import Polygon, PolygonTruth
-from sam3_agent.datasets.jsonl_gt import read_jsonl_gt
-from sam3_agent.datasets.reasonseg import read_reasonseg
-from sam3_agent.datasets.refcoco import load_refs, read_refcoco
+from sam3_agent.datasets.formats.ground_truth import Polygon, PolygonTruth
+from sam3_agent.datasets.formats.jsonl_gt import read_jsonl_gt
+from sam3_agent.datasets.formats.reasonseg import read_reasonseg
+from sam3_agent.datasets.formats.refcoco import load_refs, read_refcoco
 from sam3_agent.errors import InputError
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "datasets"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sam3_agent.datasets.items import derived_id, folder_names, read_items
+from sam3_agent.datasets.batch.items import derived_id, folder_names, read_items
 from sam3_agent.errors import InputError
 
 

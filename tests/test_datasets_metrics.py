@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycocotools import mask as coco_mask
 
-from sam3_agent.datasets.metrics import SampleScore, breakdowns, intersection_union, iou, summarize
+from sam3_agent.datasets.scoring.metrics import SampleScore, breakdowns, intersection_union, iou, summarize
 
 
 def grid(rows: list[str]) -> np.ndarray:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from dataset_fixtures import segment_and_select_script, twenty_items
 
-from sam3_agent.agent import AgentConfig
-from sam3_agent.datasets.agents import BatchAgents
-from sam3_agent.datasets.items import read_items
-from sam3_agent.datasets.layout import BatchLayout
-from sam3_agent.datasets.ray_runner import run_batch_on_ray
-from sam3_agent.datasets.runner import run_batch
+from sam3_agent.agent.loop import AgentConfig
+from sam3_agent.datasets.batch.agents import BatchAgents
+from sam3_agent.datasets.batch.items import read_items
+from sam3_agent.datasets.batch.layout import BatchLayout
+from sam3_agent.datasets.batch.ray_runner import run_batch_on_ray
+from sam3_agent.datasets.batch.runner import run_batch
 from sam3_agent.presets import BackendSettings
 
 
@@ -56,7 +56,7 @@ def test_a_batch_resumed_on_a_local_ray_with_two_workers_gives_the_local_results
     before = ray_processes()
 
     layout = BatchLayout(out, items)
-    with caplog.at_level(logging.INFO, logger="sam3_agent.datasets.ray_runner"):
+    with caplog.at_level(logging.INFO, logger="sam3_agent.datasets.batch.ray_runner"):
         result = run_batch_on_ray(items, layout, settings, config, workers=2, init_options={"num_cpus": 2})
     assert (result.ran, result.skipped, result.stopped) == (10, 10, False)  # resumed where the local run stopped
     assert result.summary["statuses"] == {"done": 20}

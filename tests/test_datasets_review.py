@@ -13,11 +13,18 @@ from pathlib import Path
 import pytest
 from dataset_fixtures import review_batch
 
-from sam3_agent.datasets.items import read_items
-from sam3_agent.datasets.layout import BatchLayout
-from sam3_agent.datasets.review import ACCEPTED, NO_RECORD, REVIEW_FILE, ReviewConflict, read_review, save_review
-from sam3_agent.datasets.review_queue import ReviewQueue
-from sam3_agent.datasets.review_sources import folder_under_root, unpack_batch_zip
+from sam3_agent.datasets.batch.items import read_items
+from sam3_agent.datasets.batch.layout import BatchLayout
+from sam3_agent.datasets.review.decisions import (
+    ACCEPTED,
+    NO_RECORD,
+    REVIEW_FILE,
+    ReviewConflict,
+    read_review,
+    save_review,
+)
+from sam3_agent.datasets.review.queue import ReviewQueue
+from sam3_agent.datasets.review.sources import folder_under_root, unpack_batch_zip
 from sam3_agent.errors import InputError
 
 

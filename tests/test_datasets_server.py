@@ -10,11 +10,11 @@ from typing import Any
 from conftest import KnownSegmenter, tool
 from dataset_fixtures import ASSETS
 
-from sam3_agent.agent import AgentConfig
-from sam3_agent.datasets.agents import BatchAgents
-from sam3_agent.datasets.items import BatchItem
-from sam3_agent.datasets.layout import BatchLayout
-from sam3_agent.datasets.runner import run_batch
+from sam3_agent.agent.loop import AgentConfig
+from sam3_agent.datasets.batch.agents import BatchAgents
+from sam3_agent.datasets.batch.items import BatchItem
+from sam3_agent.datasets.batch.layout import BatchLayout
+from sam3_agent.datasets.batch.runner import run_batch
 from sam3_agent.presets import Backends
 from sam3_agent.vlm.openai_server import OpenAIServerVLM
 

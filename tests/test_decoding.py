@@ -9,20 +9,15 @@ import pytest
 import torch
 from conftest import ASSETS, photo
 
-from sam3_agent.agent import Agent
-from sam3_agent.cli import build_parser, main
-from sam3_agent.model_flags import backend_settings
-from sam3_agent.engine.decoding import (
-    DecodingOverrides,
-    DecodingSettings,
-    apply_overrides,
-    model_decoding,
-)
+from sam3_agent.agent.loop import Agent
+from sam3_agent.cli.flags import backend_settings
+from sam3_agent.cli.main import build_parser, main
+from sam3_agent.engine.decoding import DecodingOverrides, DecodingSettings, apply_overrides, model_decoding
 from sam3_agent.engine.sampling import GREEDY, Sampling, TokenChooser, request_seed
 from sam3_agent.errors import InputError
+from sam3_agent.messages import ImagePart, Message, TextPart
 from sam3_agent.presets import TINY_MAX_NEW_TOKENS, BackendSettings, build_backends
 from sam3_agent.tiny.qwen import real_generation_config
-from sam3_agent.types import ImagePart, Message, TextPart
 from sam3_agent.ui.settings import parse_settings
 from sam3_agent.vlm.base import generate
 

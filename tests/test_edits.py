@@ -10,30 +10,32 @@ import numpy as np
 import pytest
 from conftest import people_run, rect_mask
 
-from sam3_agent.strokes import stroke_from_editor, stroke_from_view_mask, stroke_from_view_points
-from sam3_agent.edits import (
-    BringInMask,
-    BrushStroke,
-    ClickMask,
-    DeleteMask,
+from sam3_agent.correct.edits import (
     EditState,
-    MaskRle,
-    RelabelMask,
-    ToggleMask,
     bring_in_mask,
     delete_mask,
     erase,
-    op_from_json,
-    op_to_json,
     paint,
     refine_with_points,
     relabel_mask,
     rounds_with_masks,
     toggle_mask,
 )
+from sam3_agent.correct.strokes import stroke_from_editor, stroke_from_view_mask, stroke_from_view_points
+from sam3_agent.edit_ops import (
+    BringInMask,
+    BrushStroke,
+    ClickMask,
+    DeleteMask,
+    MaskRle,
+    RelabelMask,
+    ToggleMask,
+    op_from_json,
+    op_to_json,
+)
 from sam3_agent.errors import InputError, TraceFormatError
-from sam3_agent.trace_io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
-from sam3_agent.tracker import PointMask, check_clicks
+from sam3_agent.sam.tracker import PointMask, check_clicks
+from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
 
 H, W = 512, 512  # astronaut.jpg
 PERSON_BOXES = [(200, 50, 300, 250), (10, 10, 110, 210), (350, 300, 450, 500)]  # display order (score .9, .7, .6)
@@ -251,7 +253,7 @@ def test_a_brush_line_covers_the_segment_between_its_points():
 
 
 def test_a_stroke_over_the_edge_is_clipped_with_a_warning_and_one_outside_is_refused(caplog):
-    with caplog.at_level(logging.WARNING, logger="sam3_agent.edits"):
+    with caplog.at_level(logging.WARNING, logger="sam3_agent.correct.edits"):
         full = stroke_from_view_points([(0, 0)], radius=1, view_scale=1.0, height=5, width=5)
     assert np.array_equal(np.argwhere(full), [[0, 0], [0, 1], [1, 0]])
     assert "clipped" in caplog.text

@@ -12,19 +12,9 @@ from conftest import people_run, photo, rect_mask
 from PIL import Image
 from pycocotools.coco import COCO
 
-from sam3_agent.cli import main
-from sam3_agent.strokes import stroke_from_view_mask
-from sam3_agent.edits import (
-    EditState,
-    bring_in_mask,
-    delete_mask,
-    erase,
-    paint,
-    relabel_mask,
-    toggle_mask,
-)
-from sam3_agent.errors import InputError, TraceFormatError
-from sam3_agent.export import (
+from sam3_agent.cli.main import main
+from sam3_agent.correct.edits import EditState, bring_in_mask, delete_mask, erase, paint, relabel_mask, toggle_mask
+from sam3_agent.correct.export import (
     bundle_bytes,
     coco_document,
     items_from_coco,
@@ -33,8 +23,11 @@ from sam3_agent.export import (
     write_coco,
     write_mask_pngs,
 )
-from sam3_agent.trace_io import save_trace, trace_to_zip_bytes
-from sam3_agent.types import Masks, Trace
+from sam3_agent.correct.strokes import stroke_from_view_mask
+from sam3_agent.errors import InputError, TraceFormatError
+from sam3_agent.mask_set import Masks
+from sam3_agent.trace.io import save_trace, trace_to_zip_bytes
+from sam3_agent.types import Trace
 
 H, W = 512, 512
 

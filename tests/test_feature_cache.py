@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sam3_agent.feature_cache import FeatureCache
+from sam3_agent.sam.feature_cache import FeatureCache
 
 
 def cache(entries: int, nbytes: int) -> FeatureCache:

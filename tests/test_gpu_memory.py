@@ -9,7 +9,7 @@ import pytest
 
 from sam3_agent import presets
 from sam3_agent.errors import BackendError
-from sam3_agent.gpu_memory import (
+from sam3_agent.models.gpu_memory import (
     DEFAULT_KV_BYTES_PER_TOKEN,
     GIB,
     MIB,
@@ -20,7 +20,7 @@ from sam3_agent.gpu_memory import (
     plan_for_gpu,
 )
 from sam3_agent.presets import Backends, BackendSettings, build_backends, tiny_model_paths
-from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 

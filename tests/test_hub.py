@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from huggingface_hub import constants as hub_constants
 
-from sam3_agent import hub
 from sam3_agent.errors import BackendError
+from sam3_agent.models import hub
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_unreachable_hub_and_uncached_model_fail_at_once_naming_the_model(offlin
 
 def test_local_folders_are_not_checked(offline_hub, tmp_path):
     hub.check_model_source(str(tmp_path), "SAM 3 model")
-    assert hub.hub_reachable.__module__ == "sam3_agent.hub" and hub._reachable is None
+    assert hub.hub_reachable.__module__ == "sam3_agent.models.hub" and hub._reachable is None
 
 
 def test_reachable_hub_is_probed_once(monkeypatch):

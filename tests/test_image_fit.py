@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from conftest import KnownSegmenter, photo, tool
 
-from sam3_agent.agent import Agent, AgentConfig
+from sam3_agent.agent.loop import Agent, AgentConfig
 from sam3_agent.errors import InputError
-from sam3_agent.render import render_zoom_view
-from sam3_agent.types import ImagePart, Message, TextPart
+from sam3_agent.imaging.render import render_zoom_view
+from sam3_agent.messages import ImagePart, Message, TextPart
 from sam3_agent.vlm.image_fit import (
     DEFAULT_LIMITS,
     PROCESSOR_MAX_ASPECT_RATIO,

@@ -11,17 +11,15 @@ from PIL import Image
 from pycocotools import mask as coco_mask
 
 from sam3_agent import rle
-from sam3_agent.masks import (
+from sam3_agent.imaging.postprocess import (
     IOM_THRESHOLD,
     SCORE_THRESHOLD,
     boxes_from_masks,
-    decode_rle,
-    encode_rle,
     overlapping_box_pairs,
     postprocess_masks,
-    to_coco_results,
 )
-from sam3_agent.types import Masks
+from sam3_agent.mask_set import Masks, to_coco_results
+from sam3_agent.rle import decode_rle, encode_rle
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
@@ -66,10 +64,10 @@ def test_rle_round_trip_is_exact_on_photo_masks(coffee_masks):
 def test_encoded_rle_has_str_counts_and_height_width_size(coffee_masks):
     rles = encode_rle(coffee_masks)
     assert len(rles) == 5
-    for rle in rles:
-        assert set(rle) == {"size", "counts"}
-        assert rle["size"] == [400, 600]
-        assert isinstance(rle["counts"], str)
+    for one in rles:
+        assert set(one) == {"size", "counts"}
+        assert one["size"] == [400, 600]
+        assert isinstance(one["counts"], str)
     json.dumps(rles)  # JSON-serialisable as is
     # The empty mask is one run of 240000 zeros.
     assert coco_mask.area({"size": [400, 600], "counts": rles[4]["counts"].encode()}) == 0

@@ -15,12 +15,12 @@ from sam3_checkpoints import (
     resave_with_doubled_prefix,
 )
 
-from sam3_agent import model_loading
 from sam3_agent.errors import BackendError
-from sam3_agent.model_loading import check_loading_info, placement
+from sam3_agent.models import loading as model_loading
+from sam3_agent.models.loading import check_loading_info, placement
 from sam3_agent.presets import tiny_model_paths, tiny_tracker_path
-from sam3_agent.segmenter import Sam3Segmenter
-from sam3_agent.tracker import Sam3PointSegmenter
+from sam3_agent.sam.segmenter import Sam3Segmenter
+from sam3_agent.sam.tracker import Sam3PointSegmenter
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
 

@@ -12,8 +12,8 @@ import torch
 from conftest import ASSETS
 
 from sam3_agent.presets import BackendSettings, build_backends
-from sam3_agent.ui.handlers import Handlers, RunSlot
-from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
 
 OOM = "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity)"
@@ -78,7 +78,7 @@ def test_an_out_of_memory_sam3_call_fails_that_run_clearly_and_the_app_goes_on(a
 
 def scripted_segment_call(messages, **options):
     """A VLM reply that calls segment_phrase (the tiny VLM's random text would not)."""
-    from sam3_agent.types import Generation
+    from sam3_agent.messages import Generation
 
     text = '<tool>{"name": "segment_phrase", "parameters": {"text_prompt": "cup"}}</tool>'
     yield text

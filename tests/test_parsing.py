@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sam3_agent.parsing import ParsedResponse, canonical_tool_name, parse_response, parse_verdict
-from sam3_agent.types import ToolCall
+from sam3_agent.agent.parsing import ParsedResponse, canonical_tool_name, parse_response, parse_verdict
+from sam3_agent.messages import ToolCall
 
 SEGMENT_DOG = '{"name": "segment_phrase", "parameters": {"text_prompt": "dog"}}'
 STORED_DOG = '<think>{}</think>\n<tool>{{"name": "segment_phrase", "parameters": {{"text_prompt": "dog"}}}}</tool>'
@@ -180,7 +180,8 @@ def test_missing_closing_braces_before_the_closing_tag_are_added():
 
 
 def test_typographic_double_quotes_are_read_as_json_quotes():
-    text = "<think>t</think><tool>{\u201cname\u201d: \u201csegment_phrase\u201d, \u201cparameters\u201d: {\u201ctext_prompt\u201d: \u201cdog\u201d}}</tool>"
+    text = ("<think>t</think><tool>{\u201cname\u201d: \u201csegment_phrase\u201d, "
+            "\u201cparameters\u201d: {\u201ctext_prompt\u201d: \u201cdog\u201d}}</tool>")
     assert parse_response(text) == _ok("t", DOG_CALL)
 
 

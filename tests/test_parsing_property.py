@@ -12,9 +12,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.parsing import parse_response
-from sam3_agent.tool_specs import TOOL_SPECS
-from sam3_agent.types import ToolCall
+from sam3_agent.agent.parsing import parse_response
+from sam3_agent.agent.tool_specs import TOOL_SPECS
+from sam3_agent.messages import ToolCall
 
 NASTY = [
     "</tool>", "<tool>", "<tool_call>", "</tool_call>", "</think>", "<think>", "<verdict>", "{", "}", "[", "]",

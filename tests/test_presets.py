@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.presets import BackendSettings, build_backends
-from sam3_agent.prompts import load_prompts
 
 
 def test_local_vlm_has_both_system_prompts_cached_after_build():
@@ -24,7 +24,7 @@ def test_prefix_cache_can_be_turned_off_and_is_recorded():
 
 def test_the_apps_point_model_shares_sam3s_backbone_on_the_tiny_preset(tmp_path):
     from sam3_agent.presets import build_point_segmenter, share_sam3_backbone
-    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.run.runner import AgentFactory
     from sam3_agent.ui.settings import AppSettings
 
     factory = AgentFactory.load(AppSettings(backend=BackendSettings(preset="tiny")))

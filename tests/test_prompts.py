@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sam3_agent.parsing import parse_response, parse_verdict
-from sam3_agent.prompts import DEFAULT_PROMPTS_DIR, FEEDBACK_FIELDS, PromptError, Prompts, load_prompts
-from sam3_agent.tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
+from sam3_agent.agent.parsing import parse_response, parse_verdict
+from sam3_agent.agent.prompts import DEFAULT_PROMPTS_DIR, FEEDBACK_FIELDS, PromptError, Prompts, load_prompts
+from sam3_agent.agent.tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
 
 # The keys and fields the code relies on, written out here as the specification.
 EXPECTED_FIELDS: dict[str, set[str]] = {

@@ -38,7 +38,7 @@ SKIPPED = {
                   "client against a local server",
     "python -m sam3_agent run --vlm-server": "talks to the vLLM server above, which needs a GPU",
     "python -m sam3_agent.smoke": "checks the real models (their weights in the Hugging Face cache) on a CUDA GPU",
-    "python -m sam3_agent.datasets.bench": "takes tens of minutes; tests/test_datasets_bench.py runs its code on the "
+    "python -m sam3_agent.bench.batch": "takes tens of minutes; tests/test_datasets_bench.py runs its code on the "
                                            "tiny models",
     "python -m sam3_agent batch --input items.jsonl": "the user's own item list; the eval example below runs a batch "
                                                       "on the fixture dataset, tests/test_datasets_batch.py the rest",

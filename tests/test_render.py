@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sam3_agent.render import (
+from sam3_agent.imaging.render import (
     ZOOM_MIN_LONG_SIDE,
     ZOOM_SEPARATOR_COLOR,
     ZOOM_SEPARATOR_WIDTH,
@@ -286,7 +286,7 @@ def test_zoom_view_of_empty_mask_is_an_error(astronaut):
 
 
 def test_label_candidates_are_the_head_of_a_stable_descending_sort():
-    from sam3_agent.render import _deepest_first
+    from sam3_agent.imaging.render import _deepest_first
 
     rng = np.random.default_rng(0)
     for _ in range(300):

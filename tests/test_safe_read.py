@@ -20,18 +20,18 @@ import pytest
 from conftest import KnownSegmenter, photo, tool, verdict
 from PIL import Image, ImageFile
 
-from sam3_agent.agent import Agent, AgentConfig
-from sam3_agent.cli import main
-from sam3_agent.edits import EditState, paint
+from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.cli.main import main
+from sam3_agent.correct.edits import EditState, paint
+from sam3_agent.correct.export import bundle_bytes, load_bundle, load_trace_or_bundle
 from sam3_agent.errors import TraceFormatError
-from sam3_agent.export import bundle_bytes, load_bundle, load_trace_or_bundle
-from sam3_agent.masks import decode_rle, encode_rle
-from sam3_agent.safe_read import MAX_ZIP_MEMBERS, check_rle
-from sam3_agent.trace_io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
-from sam3_agent.ui.correct import trace_from_upload
-from sam3_agent.ui.correct_handlers import CorrectHandlers
-from sam3_agent.ui.handlers import Handlers
-from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.rle import check_rle, decode_rle, encode_rle
+from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
+from sam3_agent.trace.safe_read import MAX_ZIP_MEMBERS
+from sam3_agent.ui.correct.handlers import CorrectHandlers
+from sam3_agent.ui.correct.session import trace_from_upload
+from sam3_agent.ui.run.handlers import Handlers
+from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 
@@ -260,7 +260,7 @@ def test_deeply_nested_json_is_refused(trace_zip, tmp_path, loader):
 
 @pytest.mark.parametrize("loader", [via_zip_bytes, via_inspect_tab, via_correct_tab])
 def test_running_out_of_memory_while_decoding_is_reported_in_words(any_zip, tmp_path, loader, monkeypatch):
-    import sam3_agent.safe_read as safe_read
+    import sam3_agent.trace.safe_read as safe_read
 
     def no_memory(*args, **kwargs):
         raise MemoryError

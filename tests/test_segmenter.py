@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from sam3_agent.errors import BackendError
-from sam3_agent.segmenter import (
+from sam3_agent.sam.segmenter import (
     DEFAULT_SAM3_MODEL,
     Sam3Segmenter,
     Segmenter,

@@ -14,7 +14,7 @@ from fake_server import FakeServer, chunk, completion, usage_chunk
 from PIL import Image
 
 from sam3_agent.errors import BackendError
-from sam3_agent.types import Generation, ImagePart, Message, TextPart
+from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.openai_server import MAX_CHARS_PER_TOKEN, OpenAIServerVLM, ServerTimeouts
 from sam3_agent.vlm.server_stream import RetryPolicy
@@ -85,8 +85,8 @@ def test_done_without_a_finish_reason_ends_the_answer(server):
 
 
 def test_multi_line_data_events_and_comments_are_read_per_the_sse_format(server):
-    server.answer(server.events([b": keep-alive\r\n\r\n", b"event: message\r\n", '{"choices": [{"index": 0,\ndata: "delta": {"content": "a"}}]}',
-                                 chunk("b", "stop")]))
+    server.answer(server.events([b": keep-alive\r\n\r\n", b"event: message\r\n",
+                                 '{"choices": [{"index": 0,\ndata: "delta": {"content": "a"}}]}', chunk("b", "stop")]))
     assert ask(server).text == "ab"
 
 

@@ -4,21 +4,23 @@ any batch size, events come per batch, retries are batched, cancellation and non
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from sam3_agent.agent import AgentConfig
+from sam3_agent.agent.loop import AgentConfig
+from sam3_agent.agent.prompts import load_prompts
+from sam3_agent.agent.verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verification_messages, verify_masks
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import InputError
-from sam3_agent.prompts import load_prompts
-from sam3_agent.render import render_single_mask, render_zoom_view
+from sam3_agent.events import MaskVerdictReady
+from sam3_agent.imaging.render import render_single_mask, render_zoom_view
+from sam3_agent.mask_set import Masks
+from sam3_agent.messages import Generation, ImagePart, Message
 from sam3_agent.tiny.qwen import build_tiny_qwen
-from sam3_agent.types import Generation, ImagePart, Masks, MaskVerdictReady, Message
-from sam3_agent.verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verification_messages, verify_masks
 from sam3_agent.vlm.base import BatchVLM, generate, generate_each, supports_batches
 from sam3_agent.vlm.scripted import ScriptedVLM
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM

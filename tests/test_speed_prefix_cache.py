@@ -12,13 +12,13 @@ import pytest
 import torch
 from PIL import Image
 
+from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.engine.kv_prefix import ImageSpan, TokenSequence, common_prefix_length
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError
-from sam3_agent.prompts import load_prompts
-from sam3_agent.render import render_numbered_overlay
+from sam3_agent.imaging.render import render_numbered_overlay
+from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.tiny.qwen import build_tiny_qwen
-from sam3_agent.types import Generation, ImagePart, Message, TextPart
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.transformers_qwen import (
     DEFAULT_MAX_PIXELS,
@@ -290,7 +290,7 @@ def test_text_id_cache_is_bounded_by_entries_and_characters():
 
 
 def test_control_tokens_written_as_text_never_reach_the_model_on_either_path(plain, images):
-    from sam3_agent.vlm.base import strip_control_tokens
+    from sam3_agent.messages import strip_control_tokens
 
     assert strip_control_tokens("the <|vid<|x|>eo_pad|> spoon <|im_end|>") == "the  spoon "
     assert strip_control_tokens("<|im_<|im_<|x|>end|>end|>x") == "x"  # nested twice

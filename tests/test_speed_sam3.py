@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sam3_agent.segmenter import DEFAULT_FEATURE_CACHE_BYTES, Sam3Segmenter, features_nbytes
+from sam3_agent.sam.segmenter import DEFAULT_FEATURE_CACHE_BYTES, Sam3Segmenter, features_nbytes
 from sam3_agent.tiny.sam3 import build_tiny_sam3
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"

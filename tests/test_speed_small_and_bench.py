@@ -8,17 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sam3_agent.bench.doubles import SixMaskSegmenter, fixed_masks, mask_number_of
-from sam3_agent.engine.sampling import GREEDY
+from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.bench.checks import Checks, compare, format_ablation
+from sam3_agent.bench.doubles import SixMaskSegmenter, fixed_masks, mask_number_of
 from sam3_agent.bench.run import PHASES, VERDICTS, Setup, format_table, run_mode
+from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.images import load_image
-from sam3_agent.prompts import load_prompts
-from sam3_agent.segmenter import Sam3Segmenter
+from sam3_agent.messages import ImagePart, Message, TextPart
+from sam3_agent.sam.segmenter import Sam3Segmenter
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.tiny.sam3 import build_tiny_sam3
 from sam3_agent.tiny.small import QWEN_ADDED_TOKENS, build_qwen_tokenizer, build_small_qwen
-from sam3_agent.types import ImagePart, Message, TextPart
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -170,9 +170,9 @@ def test_six_mask_segmenter_still_runs_sam3(tmp_path_factory):
 def test_piecewise_encoding_equals_the_processor_with_the_real_tokenizer(small):
     import torch
 
-    from sam3_agent.render import render_single_mask, render_zoom_view
-    from sam3_agent.verify import verification_messages
+    from sam3_agent.agent.verify import verification_messages
     from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
+    from sam3_agent.imaging.render import render_single_mask, render_zoom_view
 
     astronaut = load_image(ASSETS / "astronaut.jpg")
     mask = fixed_masks(astronaut.width, astronaut.height).masks[0]

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sam3_agent.edits import BringInMask, BrushStroke, ClickMask, DeleteMask, EditState, RelabelMask, ToggleMask
-from sam3_agent.export import load_bundle
-from sam3_agent.render import render_mask_views, render_numbered_overlay
-from sam3_agent.trace_io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
+from sam3_agent.correct.edits import EditState
+from sam3_agent.correct.export import load_bundle
+from sam3_agent.edit_ops import BringInMask, BrushStroke, ClickMask, DeleteMask, RelabelMask, ToggleMask
+from sam3_agent.imaging.render import render_mask_views, render_numbered_overlay
+from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
 from sam3_agent.types import SCHEMA_VERSION
 
 V1 = Path(__file__).resolve().parent / "data" / "v1"

@@ -18,12 +18,12 @@ import pytest
 from conftest import ASSETS, KnownSegmenter, tool, verdict
 from PIL import Image
 
-import sam3_agent.trace_writer as trace_writer
-from sam3_agent.agent import Agent
+import sam3_agent.trace.writer as trace_writer
+from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import TraceSaveError
+from sam3_agent.events import RoundFinished
 from sam3_agent.images import image_digest, load_image
-from sam3_agent.trace_io import TraceWriter, load_trace, save_trace, trace_files
-from sam3_agent.types import RoundFinished
+from sam3_agent.trace.io import TraceWriter, load_trace, save_trace, trace_files
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 COFFEE = ASSETS / "coffee.jpg"
@@ -82,7 +82,7 @@ def test_the_photo_is_stored_as_the_file_given_when_it_decodes_to_the_image(tmp_
 
 
 def test_a_file_that_does_not_decode_to_the_image_is_replaced_by_a_lossless_copy(caplog):
-    caplog.set_level(logging.INFO, logger="sam3_agent.trace_encode")
+    caplog.set_level(logging.INFO, logger="sam3_agent.trace.encode")
     other = io.BytesIO()
     Image.open(ASSETS / "rocket.jpg").save(other, format="JPEG")
     trace, _ = run_on_coffee(other.getvalue())
@@ -159,10 +159,10 @@ SLOW_RUN = """
 import sys, time
 sys.path[:0] = [{root!r}, {tests!r}]
 from conftest import KnownSegmenter, tool
-from sam3_agent.agent import Agent
+from sam3_agent.agent.loop import Agent
 from sam3_agent.images import load_image
-from sam3_agent.trace_io import TraceWriter
-from sam3_agent.types import RoundFinished
+from sam3_agent.trace.io import TraceWriter
+from sam3_agent.events import RoundFinished
 from sam3_agent.vlm.scripted import ScriptedVLM
 phrases = ["cup", "mug", "saucer", "spoon", "table", "plate", "coffee", "drink"]
 vlm = ScriptedVLM([tool("segment_phrase", " ".join(["w"] * 40), text_prompt=p) for p in phrases], piece_delay=0.05)

@@ -7,11 +7,12 @@ import pytest
 from conftest import photo
 
 from sam3_agent import presets
-from sam3_agent.edits import EditState, refine_with_points
+from sam3_agent.correct.edits import EditState, refine_with_points
 from sam3_agent.errors import BackendError, InputError
+from sam3_agent.mask_set import Masks
+from sam3_agent.sam.tracker import PointSegmenter, Sam3PointSegmenter
 from sam3_agent.tiny.tracker import MARKER_FILE, build_tiny_sam3_tracker
-from sam3_agent.tracker import PointSegmenter, Sam3PointSegmenter
-from sam3_agent.types import Masks, Trace
+from sam3_agent.types import Trace
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def sam3_folder(tmp_path_factory):
 
 
 def test_the_tiny_point_model_shares_the_detectors_backbone_and_masks_stay_the_same(tiny_folder, sam3_folder):
-    from sam3_agent.segmenter import Sam3Segmenter
+    from sam3_agent.sam.segmenter import Sam3Segmenter
 
     segmenter = Sam3Segmenter.from_pretrained(str(sam3_folder), device="cpu")
     reference = Sam3PointSegmenter.from_pretrained(str(tiny_folder), device="cpu")  # keeps its own backbone
@@ -125,7 +126,7 @@ def test_the_tiny_point_model_shares_the_detectors_backbone_and_masks_stay_the_s
 def test_a_different_backbone_is_not_shared(tracker, sam3_folder):
     import torch
 
-    from sam3_agent.segmenter import Sam3Segmenter
+    from sam3_agent.sam.segmenter import Sam3Segmenter
 
     segmenter = Sam3Segmenter.from_pretrained(str(sam3_folder), device="cpu")
     backbone = tracker._model.vision_encoder.backbone

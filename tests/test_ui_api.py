@@ -14,9 +14,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from gradio_client import Client, handle_file
 
-from sam3_agent.masks import decode_rle
 from sam3_agent.presets import BackendSettings
-from sam3_agent.trace_io import load_trace
+from sam3_agent.rle import decode_rle
+from sam3_agent.trace.io import load_trace
 from sam3_agent.ui.layout import create_demo, launch
 from sam3_agent.ui.settings import AppSettings
 
@@ -127,7 +127,7 @@ def test_an_upload_the_app_cannot_read_gets_the_projects_own_message(app_url, tm
 @pytest.fixture(scope="module")
 def slow_app():
     """One run at a time (the only slot), a scripted reply streamed slowly (about 20 s), and every run recorded."""
-    from sam3_agent.agent import Agent
+    from sam3_agent.agent.loop import Agent
 
     runs = []
     original = Agent.start

@@ -15,24 +15,19 @@ from conftest import ASSETS, KnownSegmenter, photo, rect_mask, tool, verdict
 from PIL import Image
 from pycocotools.coco import COCO
 
-from sam3_agent.edits import BringInMask, ClickMask
+from sam3_agent.correct.export import bundle_bytes, load_bundle
+from sam3_agent.correct.strokes import stroke_from_view_points
+from sam3_agent.edit_ops import BringInMask, ClickMask
 from sam3_agent.errors import BackendError, InputError
-from sam3_agent.export import bundle_bytes, load_bundle
+from sam3_agent.imaging.render import blend_fill, mask_colors
+from sam3_agent.mask_set import Masks
 from sam3_agent.presets import Backends
-from sam3_agent.render import blend_fill, mask_colors
-from sam3_agent.tracker import PointMask, check_clicks
-from sam3_agent.types import ContextRecord, Masks, Round, ToolResult, Trace
-from sam3_agent.ui import correct
-from sam3_agent.strokes import stroke_from_view_points
-from sam3_agent.ui.correct import (
-    TOOL_NEGATIVE,
-    TOOL_POSITIVE,
-    TOOL_SELECT,
-    TOOL_TOGGLE,
-    ViewGeometry,
-)
-from sam3_agent.ui.correct_handlers import CorrectHandlers
-from sam3_agent.ui.correct_view import (
+from sam3_agent.sam.tracker import PointMask, check_clicks
+from sam3_agent.types import ContextRecord, Round, ToolResult, Trace
+from sam3_agent.ui.correct import session as correct
+from sam3_agent.ui.correct.handlers import CorrectHandlers
+from sam3_agent.ui.correct.session import TOOL_NEGATIVE, TOOL_POSITIVE, TOOL_SELECT, TOOL_TOGGLE, ViewGeometry
+from sam3_agent.ui.correct.view import (
     NO_SELECTION,
     MaskRow,
     agent_overlay,
@@ -43,8 +38,8 @@ from sam3_agent.ui.correct_view import (
     shown_choices,
     status_text,
 )
-from sam3_agent.ui.handlers import Handlers, RunSlot
-from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 
@@ -572,7 +567,7 @@ def test_point_markers_are_black_and_white_so_they_never_look_like_a_mask(sessio
 
 def test_the_bring_in_picker_marks_the_masks_verification_rejected(tmp_path):
     trace = examined_trace()
-    from sam3_agent.ui.correct_view import mask_number_choices, rejected_numbers
+    from sam3_agent.ui.correct.view import mask_number_choices, rejected_numbers
 
     assert rejected_numbers(trace) == {1: {2}}
     assert mask_number_choices(trace, 1) == [("1", 1), ("2 (rejected by verification)", 2), ("3", 3)]
@@ -602,7 +597,7 @@ def test_labels_used_once_are_offered_again_even_for_the_next_trace(session, tmp
 
 
 def test_the_canvas_html_holds_the_answer_at_view_size_or_says_there_is_nothing(session):
-    from sam3_agent.ui.correct_view import render_canvas
+    from sam3_agent.ui.correct.view import render_canvas
 
     html = render_canvas(corrected_overlay(session))
     assert html.count('<img class="cv-image"') == 1 and 'width="512" height="512"' in html
@@ -616,7 +611,8 @@ def trace_masks(trace: Trace) -> list[Masks]:
 
 def examined_trace() -> Trace:
     """Round 1: three masks; round 2 examines them (mask 2 rejected) and shows the two survivors."""
-    from sam3_agent.types import ImagePart, MaskVerdict
+    from sam3_agent.messages import ImagePart
+    from sam3_agent.types import MaskVerdict
 
     image = photo("astronaut.jpg")
     round1 = masks_of([BIG, TALL, SMALL], [0.9, 0.7, 0.6])

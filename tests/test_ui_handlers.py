@@ -11,16 +11,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 from conftest import ASSETS, KnownSegmenter, tool, verdict
+from PIL import Image
 
-from sam3_agent.masks import decode_rle
 from sam3_agent.presets import Backends
-from sam3_agent.trace_io import load_trace, load_trace_zip
-from sam3_agent.ui import handlers as handlers_module
-from sam3_agent.ui import runner as runner_module
-from sam3_agent.ui.handlers import Handlers, RunSlot
-from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.rle import decode_rle
+from sam3_agent.trace.io import load_trace, load_trace_zip
+from sam3_agent.ui.run import handlers as handlers_module
+from sam3_agent.ui.run import runner as runner_module
+from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 
@@ -486,7 +486,7 @@ def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):
 
 
 def test_an_oversized_trace_file_is_refused_before_reading(tmp_path):
-    from sam3_agent.safe_read import MAX_ZIP_BYTES
+    from sam3_agent.trace.safe_read import MAX_ZIP_BYTES
 
     huge = tmp_path / "huge.zip"
     with open(huge, "wb") as handle:  # sparse: takes no disk space, and is never read

@@ -8,11 +8,10 @@ import types
 from pathlib import Path
 
 import pytest
-
 from conftest import ASSETS
 
+from sam3_agent.models.zerogpu import MAX_SECONDS_VARIABLE, gpu
 from sam3_agent.ui.layout import load_examples, run_gpu_seconds
-from sam3_agent.zerogpu import MAX_SECONDS_VARIABLE, gpu
 
 
 def test_examples_come_from_assets_examples_json_with_existing_photos():
@@ -61,9 +60,9 @@ def test_gpu_wraps_handlers_with_spaces_gpu_and_a_duration_that_fits_the_round_b
 
 def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
     from sam3_agent.presets import BackendSettings
-    from sam3_agent.ui.handlers import Handlers, RunSlot
     from sam3_agent.ui.layout import build_demo
-    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.run.handlers import Handlers, RunSlot
+    from sam3_agent.ui.run.runner import AgentFactory
     from sam3_agent.ui.settings import AppSettings
 
     missing = tmp_path / "no_sam3_here"
@@ -131,7 +130,7 @@ def test_the_page_says_when_the_models_are_random_or_scripted(preset, script, wo
 
 def test_settings_show_model_names_never_server_paths(tmp_path):
     from sam3_agent.presets import BackendSettings
-    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.run.runner import AgentFactory
     from sam3_agent.ui.settings import AppSettings
 
     folder = tmp_path / "weights" / "my_sam3"
@@ -156,9 +155,9 @@ def test_app_help_answers_without_importing_gradio_or_torch():
 def test_correct_tab_events_share_one_serial_queue(tmp_path):
     """Each Correct-tab event replaces the whole edit state: two running at once would lose one of the edits."""
     from sam3_agent.presets import BackendSettings
-    from sam3_agent.ui.handlers import Handlers
     from sam3_agent.ui.layout import build_demo
-    from sam3_agent.ui.runner import AgentFactory
+    from sam3_agent.ui.run.handlers import Handlers
+    from sam3_agent.ui.run.runner import AgentFactory
     from sam3_agent.ui.settings import AppSettings
 
     settings = AppSettings(BackendSettings(preset="tiny"))

@@ -13,10 +13,10 @@ import pytest
 from dataset_fixtures import review_batch
 from pycocotools.coco import COCO
 
-from sam3_agent.datasets.review import REVIEW_FILE
-from sam3_agent.edits import DeleteMask, RelabelMask
-from sam3_agent.ui.correct_handlers import CorrectHandlers
-from sam3_agent.ui.review_handlers import EXPORT_FILE, ReviewHandlers, ReviewSlot
+from sam3_agent.datasets.review.decisions import REVIEW_FILE
+from sam3_agent.edit_ops import DeleteMask, RelabelMask
+from sam3_agent.ui.correct.handlers import CorrectHandlers
+from sam3_agent.ui.review.handlers import EXPORT_FILE, ReviewHandlers, ReviewSlot
 
 FLAG_AREA = 95 * 340  # the flag's known rectangle (0, 0, 95, 340) on astronaut.jpg
 
@@ -202,7 +202,7 @@ def test_accept_refuses_when_the_correct_tab_shows_another_trace(root, tmp_path)
 
 
 def test_accept_after_the_correction_session_closed_reopens_the_item(root, tmp_path):
-    from sam3_agent.ui.correct_store import CorrectSessions
+    from sam3_agent.ui.correct.store import CorrectSessions
 
     now = [0.0]
     correct = CorrectHandlers(lambda: None, warn=lambda message: None, root=tmp_path / "app",

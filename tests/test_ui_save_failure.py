@@ -10,9 +10,9 @@ import pytest
 from conftest import ASSETS, KnownSegmenter, tool
 
 from sam3_agent.presets import Backends
-from sam3_agent.ui import handlers as handlers_module
-from sam3_agent.ui.handlers import Handlers, RunSlot
-from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.run import handlers as handlers_module
+from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sam3_agent.types import Generation, Message, TextPart
+from sam3_agent.messages import Generation, Message, TextPart
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 ASK = [Message("user", (TextPart("go"),))]

@@ -10,27 +10,12 @@ import numpy as np
 import pytest
 from conftest import KnownSegmenter, photo, tool, verdict
 
-from sam3_agent.agent import Agent, AgentConfig
-from sam3_agent.types import (
-    ContextRecord,
-    Masks,
-    MaskVerdictReady,
-    RoundFinished,
-    RoundStarted,
-    RunFinished,
-    TokenStreamed,
-    ToolStarted,
-    Trace,
-)
+from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.events import MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
+from sam3_agent.mask_set import Masks
+from sam3_agent.types import ContextRecord, Trace
 from sam3_agent.ui.context_view import context_panel
-from sam3_agent.ui.html import (
-    ImageUrls,
-    RunPage,
-    render_context,
-    render_final_masks,
-    render_round,
-    render_status,
-)
+from sam3_agent.ui.html import ImageUrls, RunPage, render_context, render_final_masks, render_round, render_status
 from sam3_agent.ui.view import (
     FinalMaskRow,
     RunView,
@@ -211,7 +196,7 @@ def test_context_panel_marks_an_overlay_sent_as_text_and_keeps_two_images(record
 
 def test_context_panel_shows_the_prompt_token_count_once_known():
     trace = Trace("q", photo("coffee.jpg"))
-    from sam3_agent.types import ImagePart, Message, TextPart
+    from sam3_agent.messages import ImagePart, Message, TextPart
 
     trace.messages[:] = [Message("system", (TextPart("sys"),)),
                          Message("user", (ImagePart(trace.image, "raw"), TextPart("find it")))]
@@ -226,7 +211,7 @@ def test_context_panel_shows_the_prompt_token_count_once_known():
 
 
 def test_context_panel_rejects_a_record_beyond_the_conversation():
-    from sam3_agent.types import Message, TextPart
+    from sam3_agent.messages import Message, TextPart
 
     messages = [Message("system", (TextPart("s"),)), Message("user", (TextPart("u"),))]
     with pytest.raises(ValueError, match="names message 3, but the conversation has 2"):
@@ -375,7 +360,7 @@ def test_reasons_survive_a_save_and_load_and_an_old_file_reads_as_not_recorded(r
     import json
     import zipfile
 
-    from sam3_agent.trace_io import load_trace_zip, trace_to_zip_bytes
+    from sam3_agent.trace.io import load_trace_zip, trace_to_zip_bytes
 
     _, _, trace = recorded
     data = trace_to_zip_bytes(trace)
@@ -473,7 +458,7 @@ def test_a_trace_missing_a_field_is_refused_in_words_without_python_class_names(
     import zipfile
 
     from sam3_agent.errors import TraceFormatError
-    from sam3_agent.trace_io import load_trace_zip, trace_to_zip_bytes
+    from sam3_agent.trace.io import load_trace_zip, trace_to_zip_bytes
 
     _, _, trace = recorded
     source = zipfile.ZipFile(io.BytesIO(trace_to_zip_bytes(trace)))

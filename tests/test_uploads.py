@@ -7,8 +7,8 @@ import os
 import gradio as gr
 from gradio.data_classes import ImageData
 
-from sam3_agent.ui import uploads
-from sam3_agent.ui.uploads import image_upload
+from sam3_agent.ui.run import uploads
+from sam3_agent.ui.run.uploads import image_upload
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from sam3_agent.errors import BackendError, InputError
-from sam3_agent.types import Generation, ImagePart, Message, TextPart
+from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.scripted import ScriptedVLM, load_script, split_pieces
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from sam3_agent import presets
+from sam3_agent.models.zerogpu import run_duration
 from sam3_agent.presets import BackendSettings, build_backends
-from sam3_agent.ui.runner import AgentFactory
+from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
-from sam3_agent.zerogpu import run_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = Path(__file__).resolve().parent / "zerogpu_standin"

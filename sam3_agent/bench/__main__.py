@@ -8,23 +8,23 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
+from ..agent.prompts import load_prompts
+from ..agent.verify import DEFAULT_VERIFY_BATCH_SIZE
+from ..engine.sampling import GREEDY
 from ..images import load_image
+from ..messages import ImagePart, Message, TextPart
 from ..presets import cache_dir
-from ..prompts import load_prompts
-from ..segmenter import Sam3Segmenter
+from ..sam.segmenter import Sam3Segmenter
 from ..tiny.sam3 import build_tiny_sam3
 from ..tiny.small import TEXT_HIDDEN, TEXT_LAYERS, build_small_qwen
-from ..types import ImagePart, Message, TextPart
-from ..verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..vlm.transformers_qwen import TransformersQwenVLM
-from .costs import model_step_cost, real_width_mlp_cost
-from ..engine.sampling import GREEDY
 from .checks import compare, format_ablation
+from .costs import model_step_cost, real_width_mlp_cost
 from .doubles import reply_steps
 from .run import MAIN_SCRIPT, PHASES, VERDICTS, Setup, format_table, run_mode, verdict_text
 

@@ -8,8 +8,8 @@ A ratio is compared with its target as printed (two decimals), so "2.00x" never 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

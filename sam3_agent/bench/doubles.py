@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from PIL import Image
 
-from ..segmenter import Segmenter
-from ..types import Generation, ImagePart, Masks, Message
+from ..mask_set import Masks
+from ..messages import Generation, ImagePart, Message
+from ..sam.segmenter import Segmenter
 from ..vlm.base import StreamItem, generate_each
 from ..vlm.scripted import split_pieces
 from ..vlm.transformers_qwen import TransformersQwenVLM
@@ -104,8 +105,7 @@ class ScriptedOverModel:
         if real is None:
             raise RuntimeError(f"{self.model.name} ended its stream without a result")
         result = self._scripted(text, real)
-        for piece in split_pieces(result.text):
-            yield piece
+        yield from split_pieces(result.text)
         yield result
 
     def generate_batch(

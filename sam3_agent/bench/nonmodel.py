@@ -21,8 +21,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 CASES = ((640, 427, 6), (640, 427, 20), (1008, 1008, 6), (1008, 1008, 20), (2048, 2048, 100), (4000, 3000, 50))
 MEMORY_CASE = (4608, 3456, 100)  # 15.9 MP

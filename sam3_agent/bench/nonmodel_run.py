@@ -21,18 +21,22 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from PIL import Image
 
 from .. import rle
-from ..agent import Agent, AgentConfig, AgentRun
-from ..cli import write_outputs
+from ..agent.loop import Agent, AgentConfig, AgentRun
+from ..cli.main import write_outputs
+from ..events import RoundFinished
 from ..images import image_digest, load_image
-from ..trace_encode import TraceEncoder, png_bytes
-from ..trace_io import TraceWriter, load_trace, zip_files
-from ..types import Generation, ImagePart, Masks, Message, RoundFinished, Trace
+from ..mask_set import Masks
+from ..messages import Generation, ImagePart, Message
+from ..trace.encode import TraceEncoder, png_bytes
+from ..trace.io import TraceWriter, load_trace, zip_files
+from ..types import Trace
 from .scene import PHRASES, QUERY, detections, photo_file
 
 
@@ -119,7 +123,7 @@ class PeakRss:
         while not self._stop.wait(0.002):
             self.peak = max(self.peak, self._rss())
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -138,7 +142,7 @@ class Counters:
         self.compared_without_box_overlap = 0
         self._encode, self._intersections = rle.encode, rle.intersections
 
-    def __enter__(self) -> "Counters":
+    def __enter__(self) -> Counters:
         def encode(masks: Any, height: int, width: int) -> tuple[bytes, ...]:
             out = self._encode(masks, height, width)
             self.encoded += len(out)
@@ -294,8 +298,8 @@ def measure_app(width: int, height: int, count: int, repeats: int = 3) -> dict[s
     import gradio as gr
 
     from ..presets import Backends
-    from ..ui.handlers import Handlers, RunSlot
-    from ..ui.runner import AgentFactory
+    from ..ui.run.handlers import Handlers, RunSlot
+    from ..ui.run.runner import AgentFactory
     from ..ui.settings import AppSettings
 
     photo = photo_file(width, height)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sam3_agent.bench.scene import PHRASES, QUERY, detections, photo_file
+from .scene import PHRASES, QUERY, detections, photo_file
 
 CHECK_PROMPT = "placeholder verification system prompt"
 

@@ -8,16 +8,19 @@ import os
 import resource
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from PIL import Image
 
-from ..agent import Agent, AgentConfig
-from ..prompts import Prompts
-from ..segmenter import Sam3Segmenter
-from ..types import Message, RoundFinished, RoundStarted, Trace
+from ..agent.loop import Agent, AgentConfig
+from ..agent.prompts import Prompts
+from ..events import RoundFinished, RoundStarted
+from ..messages import Message
+from ..sam.segmenter import Sam3Segmenter
+from ..types import Trace
 from ..vlm.transformers_qwen import TransformersQwenVLM, VLMUsage
 from .doubles import ScriptedOverModel, SixMaskSegmenter, mask_number_of, reply_steps
 
@@ -74,7 +77,7 @@ class PeakMemory:
         while not self._stop.wait(self.interval):
             self.peak = max(self.peak, self.rss())
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self.peak = self.rss()
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()

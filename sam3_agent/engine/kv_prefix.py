@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -58,7 +58,7 @@ class TokenSequence:
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
-    def prefix(self, length: int) -> "TokenSequence":
+    def prefix(self, length: int) -> TokenSequence:
         """The first ``length`` tokens, keeping the images that lie wholly inside them."""
         return TokenSequence(self.ids[:length], tuple(s for s in self.spans if s.end <= length))
 

@@ -44,21 +44,15 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generator, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 from PIL import Image
 
 from ..images import image_digest
-from .kv_prefix import (
-    ImageSpan,
-    KVLayers,
-    PrefixCacheStore,
-    TokenSequence,
-    clip_to_image_start,
-    common_prefix_length,
-)
+from .kv_prefix import ImageSpan, KVLayers, PrefixCacheStore, TokenSequence, clip_to_image_start, common_prefix_length
 from .sampling import GREEDY, Sampling, TokenChooser
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """One loaded Qwen-VL model's inference: request encoding, prefix reuse, batching, decoding, usage counters.
 
-``QwenEngine`` is the engine's narrow interface. It takes conversations (``types.Message`` s) and returns
+``QwenEngine`` is the engine's narrow interface. It takes conversations (``messages.Message`` s) and returns
 text: ``stream`` yields text pieces then one ``Decoded``; ``generate_batch`` answers several conversations
 together; ``prefill_system_prompts`` computes system-prompt caches ahead of time. A lock lets one request
 use the model at a time; each request has its own streamer, sampler and stop check, so concurrent callers
@@ -21,12 +21,13 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 
-from ..types import ImagePart, Message, TextPart
+from ..messages import ImagePart, Message, TextPart
 from . import check_transformers_version
 from .kv_prefix import DEFAULT_PREFIX_CACHE_BYTES, DEFAULT_PREFIX_CACHE_ENTRIES, PrefixCacheStats, PrefixCacheStore
 from .qwen_decode import CachedDecoder, DecodeCounters, EncodedRequest, RowResult, encode_request, supports_config

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from PIL import Image
 
 from ..images import image_digest
-from ..types import Message
-from ..vlm.base import chat_messages
+from ..messages import Message, chat_messages
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ The benchmark reads them to compare the optimised and naive modes; they cost a l
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .qwen_decode import DecodeCounters, EncodedRequest, RowResult
 

@@ -9,7 +9,8 @@ streamers, and the stop checks.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Generator
+from collections.abc import Callable, Generator
+from typing import Any
 
 import torch
 

@@ -51,7 +51,7 @@ def environment() -> dict[str, Any]:
 
 def missing_weights(ids: list[str]) -> list[str]:
     """The model ids neither a local folder nor in the Hugging Face cache."""
-    from ..hub import is_cached, is_local_folder
+    from ..models.hub import is_cached, is_local_folder
 
     return [model_id for model_id in ids if not (is_local_folder(model_id) or is_cached(model_id))]
 
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr:
                      "code paths offline with `--preset tiny --allow-cpu`.\n")
         return EXIT_NO_GPU
     if args.preset == "real":
-        from ..segmenter import DEFAULT_SAM3_MODEL
+        from ..sam.segmenter import DEFAULT_SAM3_MODEL
         from ..vlm.qwen_load import DEFAULT_VLM_MODEL
 
         wanted = [args.vlm_model or DEFAULT_VLM_MODEL, args.sam3_model or DEFAULT_SAM3_MODEL]
@@ -96,8 +96,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr:
 
 def run_checks(args: argparse.Namespace, stdout: TextIO):
     """Load the models once and run every check in order; returns the ``SmokeReport``."""
+    from ..agent.prompts import load_prompts
     from ..presets import BackendSettings, build_backends, build_point_segmenter
-    from ..prompts import load_prompts
     from . import checks
     from .page import check_page_load
     from .report import CheckResult, SmokeReport, measured

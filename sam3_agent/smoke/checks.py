@@ -12,15 +12,15 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from ..agent import Agent, AgentConfig
-from ..context import build_context
+from ..agent.context import build_context
+from ..agent.loop import Agent, AgentConfig
+from ..agent.parsing import parse_response
+from ..agent.prompts import Prompts
+from ..agent.verify import verification_messages
 from ..images import load_image
-from ..parsing import parse_response
-from ..prompts import Prompts
-from ..render import render_single_mask, render_zoom_view
-from ..segmenter import Sam3Segmenter
-from ..types import Generation, ImagePart, Message
-from ..verify import verification_messages
+from ..imaging.render import render_single_mask, render_zoom_view
+from ..messages import Generation, ImagePart, Message
+from ..sam.segmenter import Sam3Segmenter
 from .report import CheckResult
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"

@@ -35,9 +35,9 @@ def check_page_load(result: CheckResult, backends: Any, point_segmenter: Any, ba
     import httpx
     from gradio_client import Client
 
-    from ..ui.handlers import Handlers
     from ..ui.layout import build_demo, launch
-    from ..ui.runner import AgentFactory
+    from ..ui.run.handlers import Handlers
+    from ..ui.run.runner import AgentFactory
     from ..ui.settings import AppSettings
 
     settings = AppSettings(backend=backend_settings, port=_free_port())

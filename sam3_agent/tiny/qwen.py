@@ -25,7 +25,6 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-
 from .checkpoint import is_built, redraw_by_fan_in, save_model_and_processor, seeded_model, write_checkpoint
 from .templates import Variant, chat_template
 

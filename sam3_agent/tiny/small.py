@@ -20,15 +20,8 @@ import base64
 import logging
 from pathlib import Path
 
-
 from .checkpoint import is_built, save_model_and_processor, seeded_model, write_checkpoint
-from .qwen import (
-    QWEN_ADDED_TOKENS,
-    add_qwen_tokens,
-    real_processor,
-    template_variant,
-    with_real_generation_config,
-)
+from .qwen import QWEN_ADDED_TOKENS, add_qwen_tokens, real_processor, template_variant, with_real_generation_config
 
 logger = logging.getLogger(__name__)
 

@@ -17,13 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoint import (
-    is_built,
-    json_signature,
-    save_model_and_processor,
-    seeded_model,
-    write_checkpoint,
-)
+from .checkpoint import is_built, json_signature, save_model_and_processor, seeded_model, write_checkpoint
 from .sam3 import HIDDEN_SIZE, IMAGE_SIZE, PATCH_SIZE, randomize_weights, tiny_sam3_model
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..context import BEFORE_LATEST_SEGMENT, MASKS_GONE, MAX_CONTEXT_IMAGES, OLD_MISTAKE, build_context
-from ..types import ContextRecord, ImagePart, Message
+from ..agent.context import BEFORE_LATEST_SEGMENT, MASKS_GONE, MAX_CONTEXT_IMAGES, OLD_MISTAKE, build_context
+from ..messages import ImagePart, Message
+from ..types import ContextRecord
 
 EXCERPT_CHARS = 240  # text shown per message in the context panel; the full text is in the trace
 

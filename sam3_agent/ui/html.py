@@ -24,14 +24,7 @@ from html import escape
 from PIL import Image
 
 from .context_view import ContextEntry, ContextPanel
-from .view import (
-    STATUS_TITLES,
-    FinalMaskRow,
-    RoundView,
-    StatusLine,
-    TimelineRow,
-    VerdictCard,
-)
+from .view import STATUS_TITLES, FinalMaskRow, RoundView, StatusLine, TimelineRow, VerdictCard
 
 OVERLAY_SIDE = 768  # px, longer side of round overlays in the page
 CARD_SIDE = 320  # px, mask and zoom views on verdict cards

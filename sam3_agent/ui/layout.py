@@ -3,7 +3,7 @@
 Three tabs: "Run" (image + query in; the status and answer first, then the rounds as they stream; the
 context panel of any round; stop; downloads), "Inspect a trace" (a saved trace or bundle .zip stepped
 through round by round from a timeline, with the same views, no model needed) and "Correct" (hand
-corrections of the final masks and their export; ``correct_layout``). Above the tabs, one note says when the
+corrections of the final masks and their export; ``ui.correct.layout``). Above the tabs, one note says when the
 models are missing (Run is then off) or random / scripted.
 A hidden endpoint ``/segment`` serves ``gradio_client`` (image path + query -> COCO masks + trace).
 """
@@ -19,17 +19,17 @@ from typing import Any
 
 import gradio as gr
 
-from ..zerogpu import POINT_GPU_SECONDS, gpu, run_duration
 from ..limits import MAX_ROUNDS_LIMIT
-from .correct_layout import CORRECT_CSS, build_correct_tab
-from .handlers import Handlers, RunSlot, photo_limit
+from ..models.zerogpu import POINT_GPU_SECONDS, gpu, run_duration
+from .correct.layout import CORRECT_CSS, build_correct_tab
 from .html import ImageUrls, render_context, render_status
-from .inspect_handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandlers
-from .review_layout import REVIEW_CSS, build_review_bar, build_review_tab
-from .runner import AgentFactory
+from .inspect.handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandlers
+from .review.layout import REVIEW_CSS, build_review_bar, build_review_tab
+from .run.handlers import Handlers, RunSlot, photo_limit
+from .run.runner import AgentFactory
+from .run.uploads import image_upload
 from .settings import AppSettings
 from .startup import demo_note, first_start_message, needed_models
-from .uploads import image_upload
 from .view import StatusLine
 
 logger = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cli.flags import add_decoding_arguments
 from ..errors import InputError
+from ..imaging.postprocess import SCORE_THRESHOLD as DEFAULT_SCORE_THRESHOLD  # the agent's own default
 from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
-from ..model_flags import add_decoding_arguments
-from ..masks import SCORE_THRESHOLD as DEFAULT_SCORE_THRESHOLD  # the agent's own default
 from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 if TYPE_CHECKING:  # presets imports torch: loaded only once the flags are parsed, so --help is instant

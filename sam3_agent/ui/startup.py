@@ -29,7 +29,7 @@ class NeededModel:
 
 
 def _present(model_id: str) -> bool:
-    from ..hub import is_cached, is_local_folder
+    from ..models.hub import is_cached, is_local_folder
 
     if is_local_folder(model_id):
         return Path(model_id).expanduser().is_dir()
@@ -42,11 +42,11 @@ def needed_models(settings: AppSettings) -> list[NeededModel]:
     backend = settings.backend
     if backend.preset != "real":
         return []
-    from ..segmenter import DEFAULT_SAM3_MODEL
+    from ..sam.segmenter import DEFAULT_SAM3_MODEL
 
     ids = [("SAM 3", backend.sam3_model or DEFAULT_SAM3_MODEL)]
     if not backend.vlm_server and not backend.script:
-        from ..vlm.transformers_qwen import DEFAULT_VLM_MODEL
+        from ..vlm.qwen_load import DEFAULT_VLM_MODEL
 
         ids.append(("VLM", backend.vlm_model or DEFAULT_VLM_MODEL))
     return [NeededModel(role, model_id, _present(model_id)) for role, model_id in ids]

@@ -14,25 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..masks import to_coco_results
-from ..parsing import THINK_CLOSE, THINK_OPEN, parse_response
-from ..types import (
-    Event,
-    ImagePart,
-    Masks,
-    MaskVerdict,
-    MaskVerdictReady,
-    Message,
-    Round,
-    RoundFinished,
-    RoundStarted,
-    RunFinished,
-    RunStatus,
-    TokenStreamed,
-    ToolCall,
-    ToolStarted,
-    Trace,
-)
+from ..agent.parsing import THINK_CLOSE, THINK_OPEN, parse_response
+from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
+from ..mask_set import Masks, to_coco_results
+from ..messages import ImagePart, Message, ToolCall
+from ..types import MaskVerdict, Round, RunStatus, Trace
 from .context_view import ContextPanel, context_panel
 
 STATUS_TITLES: dict[str, str] = {

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import threading
-from typing import Any, Callable, Iterator, Protocol, Sequence, Union, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import Protocol, runtime_checkable
 
-from PIL import Image
+from ..messages import Generation, Message
 
-from ..types import Generation, ImagePart, Message, TextPart
-
-StreamItem = Union[str, Generation]
+StreamItem = str | Generation
 
 
 class VLM(Protocol):
@@ -114,47 +112,3 @@ def generate_each(
     return results
 
 
-CONTROL_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")  # Qwen's <|im_end|>, <|vision_start|>, <|image_pad|>...
-
-
-def strip_control_tokens(text: str) -> str:
-    """``text`` without chat-template control tokens (``<|im_end|>``, ``<|image_pad|>``, ``<|video_pad|>``...).
-
-    Written as text they would end a turn early or claim images and videos that were never sent. Removal
-    repeats until none is left, so a token hidden inside another (``<|vid<|x|>eo_pad|>``) cannot reassemble.
-    """
-    while True:
-        cleaned = CONTROL_TOKEN.sub("", text)
-        if cleaned == text:
-            return cleaned
-        text = cleaned
-
-
-def chat_messages(messages: Sequence[Message], image_item: Callable[[Image.Image], dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as ``[{"role", "content"}]`` chat dicts, the shape both Hugging Face processors and chat-completions
-    servers take.
-
-    A message with exactly one text part gets a plain string as content (the form every template and server
-    handles for every role); other messages get a list of items in order: ``{"type": "text", "text": str}`` for
-    text and ``image_item(image)`` for each image. Every text goes through ``strip_control_tokens``: the query,
-    the model's own replies and phrases it echoes never reach the model as control tokens (traces keep them).
-
-    Raises:
-        TypeError: a part that is neither ``TextPart`` nor ``ImagePart``.
-    """
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        parts = message.parts
-        if len(parts) == 1 and isinstance(parts[0], TextPart):
-            content: Any = strip_control_tokens(parts[0].text)
-        else:
-            content = []
-            for part in parts:
-                if isinstance(part, ImagePart):
-                    content.append(image_item(part.image))
-                elif isinstance(part, TextPart):
-                    content.append({"type": "text", "text": strip_control_tokens(part.text)})
-                else:
-                    raise TypeError(f"unsupported message part {type(part).__name__}: use TextPart or ImagePart")
-        chat.append({"role": message.role, "content": content})
-    return chat

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from PIL import Image
 
 from ..errors import InputError
-from ..types import ImagePart, Message
+from ..messages import ImagePart, Message
 
 # Qwen-VL processors refuse long side / short side above this (transformers' smart_resize raises
 # "absolute aspect ratio must be smaller than 200"; qwen-vl-utils' MAX_RATIO).
@@ -72,7 +73,7 @@ class ImageLimits:
             raise ValueError(f"max_aspect_ratio must be in [1, {PROCESSOR_MAX_ASPECT_RATIO}), got {self.max_aspect_ratio}")
 
     @staticmethod
-    def of_processor(image_processor: Any, size: dict[str, int]) -> "ImageLimits":
+    def of_processor(image_processor: Any, size: dict[str, int]) -> ImageLimits:
         """The limits of a loaded Qwen-VL image processor used with pixel bounds ``size``
         (``{"shortest_edge": min pixels, "longest_edge": max pixels}``)."""
         patch = int(getattr(image_processor, "patch_size", None) or 16)
@@ -80,7 +81,7 @@ class ImageLimits:
         return ImageLimits(patch * merge, int(size["shortest_edge"]), int(size["longest_edge"]))
 
     @staticmethod
-    def with_bounds(min_pixels: int | None, max_pixels: int | None) -> "ImageLimits":
+    def with_bounds(min_pixels: int | None, max_pixels: int | None) -> ImageLimits:
         """The default limits with the given pixel bounds (``None``: the default; an unset minimum never
         exceeds the maximum).
 

@@ -25,14 +25,15 @@ import queue
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from PIL import Image
 
 from ..errors import BackendError, InputError
-from ..types import Generation, ImagePart, Message
-from .base import StreamItem, chat_messages
+from ..messages import Generation, ImagePart, Message, chat_messages
+from .base import StreamItem
 from .image_fit import ImageLimits, fit_image
 from .server_stream import END, CompletionReader, Delta, RetryPolicy, ServerRequest
 
@@ -85,7 +86,7 @@ class ServerTimeouts:
         read: float | None = None,
         deadline: float | None = None,
         environ: Mapping[str, str] | None = None,
-    ) -> "ServerTimeouts":
+    ) -> ServerTimeouts:
         """The given values, else those of the ``TIMEOUT_ENVIRONMENT`` variables, else the defaults.
 
         Raises:

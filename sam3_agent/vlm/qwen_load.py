@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..errors import BackendError, is_out_of_memory
-from ..model_loading import load_checked
+from ..models.loading import load_checked
 
 DEFAULT_VLM_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
 

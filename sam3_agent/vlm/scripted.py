@@ -12,16 +12,17 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, Union
+from typing import Any
 
 from ..errors import BackendError, InputError
-from ..types import Generation, Message
+from ..messages import Generation, Message
 from .base import StreamItem
 
 logger = logging.getLogger(__name__)
 
-Response = Union[str, Generation]
+Response = str | Generation
 ScriptFunction = Callable[[Sequence[Message]], Response]
 
 _PIECE = re.compile(r"\S+\s*|\s+")  # a word with the whitespace after it; leading whitespace alone

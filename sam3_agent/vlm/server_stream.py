@@ -31,8 +31,9 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import requests
 import urllib3
@@ -119,7 +120,7 @@ class CompletionReader:
     ends a blocked read of the response (from another thread).
     """
 
-    def __init__(self, request: ServerRequest, events: "queue.Queue[Any]", halt: threading.Event) -> None:
+    def __init__(self, request: ServerRequest, events: queue.Queue[Any], halt: threading.Event) -> None:
         self.request = request
         self.events = events
         self.halt = halt

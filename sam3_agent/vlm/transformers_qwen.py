@@ -20,7 +20,8 @@ import copy
 import logging
 import threading
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -31,11 +32,10 @@ from ..engine.qwen_inputs import to_chat  # noqa: F401  (re-exported)
 from ..engine.sampling import Sampling
 from ..engine.usage import VLMUsage
 from ..errors import BackendError, InputError
-from ..types import Generation, Message
+from ..messages import Generation, Message
 from .base import StreamItem
 from .image_fit import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, ImageLimits, fit_messages
 from .qwen_load import (
-    DEFAULT_VLM_MODEL,  # noqa: F401  (re-exported: the model id users see)
     check_local_folder,
     generation_error_message,
     load_error_message,
@@ -133,7 +133,7 @@ class TransformersQwenVLM:
         prefix_cache: bool = True,
         prefix_cache_entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
-    ) -> "TransformersQwenVLM":
+    ) -> TransformersQwenVLM:
         """Load a Qwen2.5-VL or Qwen3-VL checkpoint (Hub id or local folder) once.
 
         Args:
@@ -219,7 +219,7 @@ class TransformersQwenVLM:
         penalty = getattr(self.model.generation_config, "repetition_penalty", None)
         return None if penalty in (None, 1.0) else float(penalty)
 
-    def with_decoding(self, decoding: DecodingSettings) -> "TransformersQwenVLM":
+    def with_decoding(self, decoding: DecodingSettings) -> TransformersQwenVLM:
         """This model with other decoding settings (e.g. the verifier's); shares the loaded model, its lock,
         caches and counters."""
         view = copy.copy(self)

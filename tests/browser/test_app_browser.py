@@ -24,7 +24,7 @@ import browser_app
 from browser_app import OUTPUT, ROOT, RUN_MS, SHOTS, contrast, open_page, running_app, show_tab
 from playwright.sync_api import Page, expect
 
-from sam3_agent.trace_io import load_trace
+from sam3_agent.trace.io import load_trace
 
 PHOTO = ROOT / "assets" / "coffee.jpg"
 PIECE_DELAY = "0.05"  # the script's first reply (349 words) streams for about 17 s: Stop lands mid-stream even when

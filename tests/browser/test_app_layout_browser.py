@@ -23,7 +23,7 @@ if not Path("/usr/bin/chromium").exists():
 from browser_app import DESKTOP, PHONE, ROOT, RUN_MS, SHOTS, download, in_view, open_page, running_app, show_tab
 from playwright.sync_api import Page, expect
 
-from sam3_agent.trace_io import load_trace
+from sam3_agent.trace.io import load_trace
 
 PHOTO = ROOT / "assets" / "coffee.jpg"
 # the script's first reply (349 words) streams for about 17 s: time to press Run or Stop again, and to queue a second

@@ -25,9 +25,9 @@ from browser_app import ROOT, RUN_MS, SHOTS, open_page, running_app, show_tab
 from playwright.sync_api import Page, expect
 from pycocotools.coco import COCO
 
-from sam3_agent.edits import BrushStroke, ClickMask
-from sam3_agent.export import load_bundle
-from sam3_agent.ui.correct_layout import DEFAULT_BRUSH_PX
+from sam3_agent.correct.export import load_bundle
+from sam3_agent.edit_ops import BrushStroke, ClickMask
+from sam3_agent.ui.correct.layout import DEFAULT_BRUSH_PX
 
 PHOTO = ROOT / "assets" / "coffee.jpg"  # 600 x 400
 CLICK = (300, 120)  # image pixels of the point click

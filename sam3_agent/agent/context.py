@@ -1,0 +1,186 @@
+"""The context policy: which messages of the main conversation go into the next VLM request.
+
+``build_context`` is a pure function of the conversation so far. It never edits the stored
+messages; it returns the messages to send and a ``ContextRecord`` saying which were kept, which
+dropped, and which had their images replaced by text (the UI greys out the dropped ones).
+
+Policy:
+- always keep message 0 (system prompt) and message 1 (raw image + query);
+- keep everything from the latest assistant message whose ``segment_phrase`` call ran (it replaced
+  the masks, so the masks shown before it no longer exist) to the end; drop what lies between;
+- drop every mistake exchange (an assistant message whose call could not run, and the feedback
+  after it) except the latest one when it ends the conversation: once the model has been told or
+  has moved on, old mistakes only fill the context, and without this rule a model that keeps
+  failing before its first ``segment_phrase`` would grow the context every round;
+- when phrases were tried before that message, append a note to message 1 that lists them;
+- at most two images: the raw image of message 1 and the image showing the current masks, which is
+  the one in the reply to the latest call that replaced the masks (``segment_phrase`` or
+  ``examine_each_mask`` that ran). When that reply has no image (no mask found, every mask
+  rejected), no overlay is current: masks that no longer exist are never shown as if they did.
+  Every other image becomes a text placeholder.
+
+The record names the rule behind each dropped message and each image turned into text (``REASONS``), so
+the UI can say why without knowing the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..messages import ImagePart, Message, Part, TextPart
+from ..types import ContextRecord
+from .tool_specs import TOOL_SPECS
+
+MAX_CONTEXT_IMAGES = 2  # raw image + latest overlay
+
+# Why a message was left out of a request or had its images turned into text (``ContextRecord.reasons``).
+BEFORE_LATEST_SEGMENT = "before_latest_segment"  # lies before the latest segment_phrase call: its masks are gone
+OLD_MISTAKE = "old_mistake"  # a mistake exchange the model has been told about and moved past
+MASKS_GONE = "masks_gone"  # kept as text: its image shows masks that no longer exist (not the current overlay)
+REASONS = (BEFORE_LATEST_SEGMENT, OLD_MISTAKE, MASKS_GONE)
+
+
+def tried_phrases(messages: Sequence[Message], before: int | None = None) -> list[str]:
+    """Phrases of the ``segment_phrase`` calls that ran, in first-use order, optionally only before an index.
+
+    Args:
+        messages: the main conversation.
+        before: only look at messages with a smaller index (``None``: all).
+    """
+    seen: list[str] = []
+    end = len(messages) if before is None else before
+    for message in messages[:end]:
+        if message.starts_masks and message.call is not None:
+            phrase = str(message.call.parameters.get("text_prompt", "")).strip()
+            if phrase and phrase.lower() not in (p.lower() for p in seen):
+                seen.append(phrase)
+    return seen
+
+
+def _latest_segment_index(messages: Sequence[Message]) -> int | None:
+    for index in range(len(messages) - 1, 1, -1):
+        message = messages[index]
+        if message.role == "assistant" and message.starts_masks:
+            return index
+    return None
+
+
+def _current_masks_reply(messages: Sequence[Message]) -> int | None:
+    """Index of the reply to the latest call that ran and replaced the masks, or ``None``: its image (if any) is
+    the only one showing masks that still exist."""
+    for index in range(len(messages) - 1, 1, -1):
+        message = messages[index]
+        call = message.call
+        if message.role != "assistant" or message.mistake or call is None:
+            continue
+        spec = TOOL_SPECS.get(call.name)
+        if spec is not None and spec.replaces_masks:
+            reply = index + 1
+            return reply if reply < len(messages) and messages[reply].role == "user" else None
+    return None
+
+
+def _without_old_mistakes(messages: Sequence[Message], kept: list[int]) -> list[int]:
+    """``kept`` minus the mistake exchanges, except one that ends the conversation."""
+    last = len(messages) - 1
+    drop: set[int] = set()
+    for index in kept[2:]:
+        message = messages[index]
+        if message.role != "assistant" or not message.mistake:
+            continue
+        reply = index + 1 if index < last and messages[index + 1].role == "user" else None
+        end = reply if reply is not None else index
+        if end == last:
+            continue  # the latest mistake: the model must see what it did and the feedback
+        drop.add(index)
+        if reply is not None:
+            drop.add(reply)
+    return [i for i in kept if i not in drop]
+
+
+def build_context(
+    messages: Sequence[Message],
+    format_text: Callable[..., str],
+) -> tuple[list[Message], ContextRecord]:
+    """Apply the context policy to the conversation so far.
+
+    Args:
+        messages: the full main conversation (``Trace.messages``): message 0 is the system prompt,
+            message 1 the user's image and query.
+        format_text: ``Prompts.format``; used for the keys ``tried_phrases_note`` (field
+            ``phrases``) and ``image_omitted``.
+
+    Returns:
+        The messages to send (copies where changed) and the record of what was kept and dropped.
+
+    Raises:
+        ValueError: when the conversation does not start with a system and a user message.
+    """
+    if len(messages) < 2 or messages[0].role != "system" or messages[1].role != "user":
+        raise ValueError("a main conversation starts with a system message and a user message")
+
+    boundary = _latest_segment_index(messages)
+    if boundary is None:
+        kept = list(range(len(messages)))
+    else:
+        kept = [0, 1] + list(range(boundary, len(messages)))
+    after_boundary = set(kept)
+    kept = _without_old_mistakes(messages, kept)
+    kept_set = set(kept)
+    dropped = tuple(i for i in range(len(messages)) if i not in kept_set)
+
+    phrases = tried_phrases(messages, before=boundary) if boundary is not None else []
+    note = format_text("tried_phrases_note", phrases=", ".join(f'"{p}"' for p in phrases)) if phrases else None
+
+    # Which single image of the later messages survives: the newest one of the reply showing the current masks.
+    newest_image: tuple[int, int] | None = None
+    current = _current_masks_reply(messages)
+    if current is not None and current in kept_set:
+        for part_index, part in enumerate(messages[current].parts):
+            if isinstance(part, ImagePart):
+                newest_image = (current, part_index)
+
+    placeholder = format_text("image_omitted")
+    sent: list[Message] = []
+    images_as_text: list[int] = []
+    image_count = 0
+    for index in kept:
+        message = messages[index]
+        parts: list[Part] = []
+        replaced = False
+        raw_image_seen = False
+        for part_index, part in enumerate(message.parts):
+            if isinstance(part, ImagePart):
+                keep = (index == 1 and not raw_image_seen) or (index, part_index) == newest_image
+                if index == 1:
+                    raw_image_seen = True
+                if keep:
+                    parts.append(part)
+                    image_count += 1
+                else:
+                    parts.append(TextPart(placeholder))
+                    replaced = True
+            else:
+                parts.append(part)
+        if index == 1 and note is not None:
+            parts.append(TextPart(note))
+        if replaced:
+            images_as_text.append(index)
+        changed = replaced or (index == 1 and note is not None)
+        sent.append(
+            Message(message.role, tuple(parts), message.call, message.starts_masks, message.mistake)
+            if changed
+            else message
+        )
+
+    reasons = {i: BEFORE_LATEST_SEGMENT if i not in after_boundary else OLD_MISTAKE for i in dropped}
+    reasons.update((i, MASKS_GONE) for i in images_as_text)
+    record = ContextRecord(
+        kept=tuple(kept),
+        dropped=dropped,
+        images_as_text=tuple(images_as_text),
+        note=note,
+        image_count=image_count,
+        reasons=tuple(sorted(reasons.items())),
+    )
+    return sent, record

@@ -1,0 +1,304 @@
+"""Reading the models' answers: ``<think>``, ``<tool>`` and ``<verdict>`` extraction.
+
+The main model must answer with its reasoning inside ``<think>...</think>`` followed by exactly
+one ``<tool>{"name": ..., "parameters": {...}}</tool>``. Models get this wrong in many small ways;
+the parser is tolerant where the intent is unambiguous (spelling variants of tool names, Qwen's
+native ``<tool_call>`` tag and ``"arguments"`` key, code fences, trailing commas, surplus or
+missing closing braces, typographic quotes, full-width punctuation, Python-literal dicts,
+``parameters`` given as a JSON string, raw control characters in strings; see ``agent.call_json``) and
+otherwise returns a feedback key naming the mistake. The keys are those of ``prompts/feedback.toml``;
+``error_fields`` fills that text.
+
+A reply that ended inside its reasoning runs nothing: neither a tool call nor a verdict drafted
+there counts (see ``parse_response`` and ``parse_verdict``).
+
+Everything here is a pure function of the text: no model, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..messages import ToolCall
+from .call_json import TOOL_CLOSE, TOOL_OPEN, decode_text, first_opener, read_value
+from .tool_specs import TOOL_SPECS
+
+logger = logging.getLogger(__name__)
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+_NAME_SEPARATORS = re.compile(r"[\s_\-]+")
+
+# Spelling-insensitive key -> canonical tool name ("segmentphrase" -> "segment_phrase").
+_NAME_KEYS: dict[str, str] = {_NAME_SEPARATORS.sub("", name).lower(): name for name in TOOL_SPECS}
+
+
+@dataclass(frozen=True)
+class ParsedResponse:
+    """What the main model's answer contained.
+
+    Attributes:
+        thinking: the reasoning text, stripped of surrounding whitespace (``""`` when none).
+        call: the first tool call with its name canonicalised (``ToolCall.raw_name`` keeps the
+            name as written); ``None`` exactly when ``error`` is set.
+        stored_text: what to store as the assistant message. When a call was parsed without error:
+            ``"<think>{thinking}</think>\\n<tool>{json}</tool>"`` holding only the first call, with
+            canonical name and ``"parameters"`` key; otherwise the raw text unchanged.
+        error: feedback key of the mistake (``"empty_output"``, ``"no_tool_call"``,
+            ``"unclosed_think"``, ``"truncated"``, ``"bad_json"``, ``"bad_call"``,
+            ``"unknown_tool"``), or ``None``.
+        error_fields: the ``str.format`` fields of that feedback text (e.g. ``{"detail": ...}``).
+        ignored_calls: tool calls after the first one; they are neither run nor stored.
+        name_corrected: True when the name as written was a spelling variant of a known tool.
+    """
+
+    thinking: str
+    call: ToolCall | None
+    stored_text: str
+    error: str | None = None
+    error_fields: dict[str, str] = field(default_factory=dict)
+    ignored_calls: int = 0
+    name_corrected: bool = False
+
+
+def canonical_tool_name(raw: str) -> str | None:
+    """The registered tool name that ``raw`` spells, or ``None`` when it names no tool.
+
+    Case, surrounding whitespace and the separators ``_``, ``-`` and spaces are ignored, so
+    ``"Segment_Phrase"``, ``"segment-phrase"`` and ``" SEGMENT PHRASE "`` all give
+    ``"segment_phrase"``.
+    """
+    return _NAME_KEYS.get(_NAME_SEPARATORS.sub("", raw).lower())
+
+
+def parse_response(text: str, finish_reason: str = "stop", starts_in_reasoning: bool = False) -> ParsedResponse:
+    """Parse one answer of the main model.
+
+    Args:
+        text: the generated text (for thinking chat templates that open ``<think>`` themselves,
+            it starts inside the reasoning and holds only ``</think>``).
+        finish_reason: ``"stop"``, ``"length"`` (hit the token limit) or ``"cancelled"``.
+        starts_in_reasoning: the text begins inside a reasoning block opened outside it (by the chat
+            template, or a server that sent the reasoning apart); ``Generation.starts_in_reasoning``.
+
+    Returns:
+        A ``ParsedResponse``; mistakes are reported in ``error``, never raised.
+
+    Rules: the reasoning is the text before the first ``</think>`` (without its ``<think>``), and
+    only the text after it is searched for a call, so calls quoted inside the reasoning are
+    ignored. The first ``</think>``, not the last: a reply holding two think-then-call pairs must
+    run its first call. A reply whose reasoning was never closed runs nothing: ``"truncated"``
+    when it hit the token limit, else ``"unclosed_think"``; a reply cut by the token limit without
+    any ``</think>`` is ``"truncated"`` too, since a call in it may be a draft written while
+    reasoning. Without think tags (and not cut), the text before the first tool tag counts as
+    reasoning. The call's object is found by its bracket structure (``agent.call_json``), so a closing
+    tag inside a string value does not end it.
+    """
+    truncated = finish_reason == "length"
+    if not text.strip():
+        return _failure(text, "", "empty_output")
+
+    close = text.find(THINK_CLOSE)
+    if close >= 0:
+        thinking = _strip_think_open(text[:close])
+        body = text[close + len(THINK_CLOSE) :]
+    elif starts_in_reasoning or THINK_OPEN in text:
+        thinking = text.split(THINK_OPEN, 1)[1].strip() if THINK_OPEN in text else text.strip()
+        return _failure(text, thinking, "truncated" if truncated else "unclosed_think")
+    else:
+        first_tag = TOOL_OPEN.search(text)
+        thinking = text[: first_tag.start()].strip() if first_tag else text.strip()
+        if truncated:
+            return _failure(text, thinking, "truncated")
+        body = text[first_tag.start() :] if first_tag else ""
+
+    opening = TOOL_OPEN.search(body)
+    if opening is None:
+        return _failure(text, thinking, "truncated" if truncated else "no_tool_call")
+    decoded, end, detail = _read_call(body, opening.end())
+    ignored = len(TOOL_OPEN.findall(body, end))
+    if detail is not None:
+        if truncated:
+            return _failure(text, thinking, "truncated", ignored=ignored)
+        return _failure(text, thinking, "bad_json", {"detail": detail}, ignored)
+
+    call_or_error = _build_call(decoded)
+    if isinstance(call_or_error, tuple):
+        key, fields = call_or_error
+        return _failure(text, thinking, key, fields, ignored)
+    call = call_or_error
+    canonical = canonical_tool_name(call.raw_name)
+    if canonical is None:
+        fields = {"name": call.raw_name, "tools": ", ".join(TOOL_SPECS)}
+        return _failure(text, thinking, "unknown_tool", fields, ignored)
+    call = ToolCall(name=canonical, parameters=call.parameters, raw_name=call.raw_name)
+    if ignored:
+        logger.debug("ignored %d tool call(s) after the first", ignored)
+    return ParsedResponse(
+        thinking=thinking,
+        call=call,
+        stored_text=format_response(thinking, call),
+        ignored_calls=ignored,
+        name_corrected=canonical != call.raw_name,
+    )
+
+
+def _read_call(body: str, start: int) -> tuple[Any, int, str | None]:
+    """The value of the call opened just before ``start``: ``(value, end index, None)`` or ``(None, end, detail)``.
+
+    The value is the first ``{``/``[`` structure before the next tool tag; without one, the text up to
+    that tag is given to ``json.loads`` so the detail says what is there instead.
+    """
+    tags = [m.start() for m in (TOOL_OPEN.search(body, start), TOOL_CLOSE.search(body, start)) if m]
+    tag_at = min(tags, default=len(body))
+    opener = first_opener(body, start, tag_at)
+    if opener is None:
+        segment = body[start:tag_at].strip()
+        try:
+            return json.loads(segment, strict=False), tag_at, None
+        except json.JSONDecodeError as exc:
+            return None, tag_at, str(exc)
+    read = read_value(body, opener)
+    return read.value, read.end, read.error
+
+
+def format_response(thinking: str, call: ToolCall) -> str:
+    """The normalised assistant text for a call: ``<think>...</think>`` then one ``<tool>`` JSON.
+
+    The JSON is ``{"name": call.name, "parameters": call.parameters}`` written with
+    ``json.dumps(..., ensure_ascii=False)``.
+    """
+    payload = json.dumps({"name": call.name, "parameters": call.parameters}, ensure_ascii=False)
+    return f"{THINK_OPEN}{thinking}{THINK_CLOSE}\n<tool>{payload}</tool>"
+
+
+VerdictWord = Literal["accept", "reject"]
+
+_VERDICT_TAG = re.compile(r"<\s*verdict\s*>([^<]*)(<\s*/\s*verdict\s*>)?", re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"accept|reject", re.IGNORECASE)
+# A verdict is exactly one word, optionally decorated: "Accept", "**REJECT**", "Accepted.", "`reject`".
+_CLEAR_VERDICT = re.compile(r"(accept|reject)(?:ed)?", re.IGNORECASE)
+_DECORATION = " \t\r\n*_`\"'\u201c\u201d\u2018\u2019"
+
+
+def parse_verdict(
+    text: str, finish_reason: str = "stop", starts_in_reasoning: bool = False
+) -> tuple[VerdictWord | None, str | None]:
+    """Read the verdict of a per-mask verification answer.
+
+    Grammar: the verdict is the content of a ``<verdict>`` tag (case-insensitive, whitespace
+    tolerated; without a closing tag, the first line after the opening one) that is exactly one of
+    the words ``accept``/``reject`` (or ``accepted``/``rejected``), optionally wrapped in markdown
+    emphasis, backticks or quotes and ending with ``.`` or ``!``. Anything else is not a verdict:
+    a negation ("do not accept", "not reject"), a hedge ("probably accept", "accept (partly)"),
+    a question ("Accept?") or both words. Every tag must be clear and all tags must agree.
+    Tags are read in the text after the first ``</think>`` when there is one.
+
+    A reply that ended inside its reasoning gives no verdict, even when it drafted one there: with
+    ``starts_in_reasoning`` (the template or the server opened the reasoning), or an unclosed
+    ``<think>``, and no ``</think>``; and any reply cut by the token limit without ``</think>``.
+
+    Returns:
+        ``(verdict, None)`` on success, else ``(None, reason)`` with reason ``"missing_verdict"`` (no
+        tag holds either word), ``"ambiguous_verdict"`` (both words, in one tag or in disagreeing
+        tags), ``"unclear_verdict"`` (a tag holds one word but is not exactly a verdict: negated,
+        hedged, asked), ``"truncated"`` (cut by the token limit inside the reasoning) or
+        ``"unclosed_think"`` (ended inside the reasoning).
+    """
+    close = text.find(THINK_CLOSE)
+    if close >= 0:
+        text = text[close + len(THINK_CLOSE) :]
+    elif starts_in_reasoning or THINK_OPEN in text or finish_reason == "length":
+        return None, "truncated" if finish_reason == "length" else "unclosed_think"
+    found: set[str] = set()
+    unclear = False
+    for tag in _VERDICT_TAG.finditer(text):
+        content = tag.group(1) if tag.group(2) else _first_line(tag.group(1))
+        words = {w.lower() for w in _VERDICT_WORD.findall(content)}
+        if len(words) > 1:
+            return None, "ambiguous_verdict"
+        if not words:
+            continue
+        found |= words
+        if _CLEAR_VERDICT.fullmatch(content.strip(_DECORATION).rstrip(".!").strip(_DECORATION)) is None:
+            unclear = True
+    if len(found) > 1:
+        return None, "ambiguous_verdict"
+    if not found:
+        return None, "missing_verdict"
+    if unclear:
+        return None, "unclear_verdict"
+    return ("accept" if found.pop() == "accept" else "reject"), None
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line
+    return ""
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _failure(
+    text: str,
+    thinking: str,
+    key: str,
+    fields: dict[str, str] | None = None,
+    ignored: int = 0,
+) -> ParsedResponse:
+    return ParsedResponse(
+        thinking=thinking,
+        call=None,
+        stored_text=text,
+        error=key,
+        error_fields=dict(fields or {}),
+        ignored_calls=ignored,
+    )
+
+
+def _strip_think_open(before_close: str) -> str:
+    """The reasoning before ``</think>``: drop the first ``<think>`` and surrounding whitespace."""
+    head, _, tail = before_close.partition(THINK_OPEN)
+    return "\n".join(part.strip() for part in (head, tail) if part.strip())
+
+
+def _build_call(decoded: Any) -> ToolCall | tuple[str, dict[str, str]]:
+    """A ``ToolCall`` with the name as written, or ``("bad_call", {"detail": ...})``."""
+    if not isinstance(decoded, dict):
+        kind = type(decoded).__name__
+        return "bad_call", {"detail": f"expected a JSON object with a \"name\" key, got a JSON {_json_kind(kind)}"}
+    name = decoded.get("name")
+    if not isinstance(name, str) or not name.strip():
+        what = "has no \"name\" key" if "name" not in decoded else "has a \"name\" that is not a non-empty string"
+        return "bad_call", {"detail": f"the JSON object {what}"}
+    key = "parameters" if "parameters" in decoded else "arguments"
+    params = decoded.get(key)
+    if isinstance(params, str):  # parameters written as a JSON-encoded string: read what it holds
+        inner = {} if not params.strip() else decode_text(params)
+        params = inner if isinstance(inner, dict) else params
+    if params is None:  # absent or null: the intent (no parameters) is clear
+        params = {}
+    if not isinstance(params, dict):
+        return "bad_call", {"detail": f"\"{key}\" must be a JSON object, got a JSON {_json_kind(type(params).__name__)}"}
+    return ToolCall(name=name, parameters=params, raw_name=name)
+
+
+def _json_kind(python_type: str) -> str:
+    return {
+        "dict": "object",
+        "list": "array",
+        "str": "string",
+        "int": "number",
+        "float": "number",
+        "bool": "boolean",
+        "NoneType": "null",
+    }.get(python_type, python_type)
+
+

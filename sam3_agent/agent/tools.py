@@ -1,0 +1,297 @@
+"""The four tools: argument checks, preconditions and effects.
+
+A tool never raises for a model mistake: bad arguments or an illegal order become a
+``ToolOutcome`` whose reply explains the mistake (texts in ``prompts/feedback.toml``). Backend
+faults (``BackendError``) propagate to the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+
+from ..events import Event
+from ..imaging.postprocess import IOM_THRESHOLD, SCORE_THRESHOLD, postprocess_masks
+from ..imaging.render import MaskView, view_part
+from ..mask_set import Masks
+from ..messages import Message, TextPart, ToolCall
+from ..sam.segmenter import Segmenter
+from ..types import ToolResult
+from ..vlm.base import VLM
+from .prompts import Prompts
+from .tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
+from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verify_masks
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ToolState:
+    """What the tools read and change during one run.
+
+    Attributes:
+        image: the raw image (RGB, original resolution).
+        query: the user's query.
+        masks: the current masks (numbered 1..N in the latest rendering); ``None`` before any
+            ``segment_phrase`` ran; empty after zero detections or when every mask was rejected.
+        used_phrases: phrases already sent to SAM 3, as the model wrote them (trimmed).
+    """
+
+    image: Image.Image
+    query: str
+    masks: Masks | None = None
+    used_phrases: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of handling one parsed call.
+
+    Attributes:
+        result: what the tool did (reply, masks, verdicts, final masks).
+        error: feedback key of the model's mistake, or ``None`` when the tool ran.
+        error_detail: the feedback text of that mistake (for the trace and the UI).
+        starts_masks: True when a ``segment_phrase`` call ran and replaced the masks.
+        status: ``"done"`` or ``"no_mask"`` when the call ended the run, else ``None``.
+    """
+
+    result: ToolResult
+    error: str | None = None
+    error_detail: str | None = None
+    starts_masks: bool = False
+    status: str | None = None
+
+
+class CallError(Exception):
+    """A model mistake in a tool call: ``key`` names the feedback text, ``fields`` fill it."""
+
+    def __init__(self, key: str, **fields: Any) -> None:
+        super().__init__(key)
+        self.key = key
+        self.fields = fields
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def check_parameters(call: ToolCall) -> None:
+    """Check a call's parameters against ``TOOL_SPECS``: present, no extras, right JSON types, not empty.
+
+    Mask-number lists are only checked for being present here; ``check_mask_numbers`` checks them.
+
+    Raises:
+        CallError: ``missing_parameter``, ``extra_parameter``, ``wrong_type`` or ``empty_parameter``.
+    """
+    spec = TOOL_SPECS[call.name]
+    schema = spec.schema_text()
+    for parameter in spec.parameters:
+        if parameter.name not in call.parameters:
+            raise CallError("missing_parameter", tool=call.name, parameter=parameter.name, schema=schema)
+    extras = [name for name in call.parameters if name not in spec.parameter_names]
+    if extras:
+        raise CallError("extra_parameter", tool=call.name, parameters=", ".join(extras), schema=schema)
+    for parameter in spec.parameters:
+        value = call.parameters[parameter.name]
+        if parameter.json_type == "string":
+            if not isinstance(value, str):
+                raise CallError(
+                    "wrong_type", tool=call.name, parameter=parameter.name, expected="a string", schema=schema
+                )
+            if not value.strip():
+                raise CallError("empty_parameter", tool=call.name, parameter=parameter.name, schema=schema)
+
+
+def check_mask_numbers(value: Any, count: int) -> list[int]:
+    """Validate 1-based mask numbers against the ``count`` masks currently shown.
+
+    Returns:
+        The numbers as a list of ints, in the order given.
+
+    Raises:
+        CallError: ``mask_numbers_not_list``, ``empty_selection``, ``too_many_masks``,
+            ``mask_number_not_integer`` (strings, floats, booleans), ``mask_number_out_of_range``
+            (0, negative or above ``count``) or ``mask_number_repeated``.
+    """
+    if not isinstance(value, list):
+        raise CallError("mask_numbers_not_list", value=_json(value))
+    if not value:
+        raise CallError("empty_selection")
+    if len(value) > MAX_SELECTED_MASKS:
+        raise CallError("too_many_masks", count=len(value), limit=MAX_SELECTED_MASKS)
+    seen: set[int] = set()
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise CallError("mask_number_not_integer", value=_json(item))
+        if item < 1 or item > count:
+            raise CallError("mask_number_out_of_range", value=item, count=count)
+        if item in seen:
+            raise CallError("mask_number_repeated", value=item)
+        seen.add(item)
+    return list(value)
+
+
+class Tools:
+    """Runs parsed tool calls against a segmenter and a verifier VLM.
+
+    Args:
+        segmenter: SAM 3 backend.
+        verifier: VLM used for the isolated per-mask verification calls.
+        prompts: prompt and feedback texts.
+        score_threshold: SAM 3 detection score below which masks are dropped (reference agent: 0.5).
+        iom_threshold: overlap (intersection over the smaller area) above which a lower-scoring
+            mask is dropped (reference agent: 0.3).
+        verify_max_new_tokens: token budget of each verification call.
+        verify_batch_size: masks verified per batch when the verifier supports batches (1: one by one).
+    """
+
+    def __init__(
+        self,
+        segmenter: Segmenter,
+        verifier: VLM,
+        prompts: Prompts,
+        *,
+        score_threshold: float = SCORE_THRESHOLD,
+        iom_threshold: float = IOM_THRESHOLD,
+        verify_max_new_tokens: int | None = None,
+        verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE,
+    ) -> None:
+        self.segmenter = segmenter
+        self.verifier = verifier
+        self.prompts = prompts
+        self.score_threshold = score_threshold
+        self.iom_threshold = iom_threshold
+        self.verify_max_new_tokens = verify_max_new_tokens
+        self.verify_batch_size = verify_batch_size
+
+    # ------------------------------------------------------------------ dispatch
+
+    def run(
+        self, call: ToolCall, state: ToolState, round_index: int, stop: threading.Event | None = None
+    ) -> Generator[Event, None, ToolOutcome]:
+        """Run one call; yields ``MaskVerdictReady`` events during verification, returns the outcome.
+
+        Raises:
+            BackendError: when SAM 3 or the verifier fails.
+            RunCancelled: when ``stop`` is set during verification.
+        """
+        try:
+            if call.name not in TOOL_SPECS:  # the parser only returns known names; guard anyway
+                raise CallError("unknown_tool", name=call.raw_name or call.name, tools=", ".join(TOOL_SPECS))
+            check_parameters(call)
+            if call.name == "segment_phrase":
+                return self._segment_phrase(call.parameters["text_prompt"], state, round_index)
+            if call.name == "examine_each_mask":
+                self._require_masks(call.name, state)
+                return (yield from self._examine(state, round_index, stop))
+            if call.name == "select_masks_and_return":
+                current = self._require_masks(call.name, state)
+                numbers = check_mask_numbers(call.parameters["final_answer_masks"], len(current))
+                final = current.subset([n - 1 for n in numbers])
+                summary = f"selected mask(s) {', '.join(map(str, numbers))}"
+                return ToolOutcome(ToolResult(None, state.masks, True, final, (), summary), status="done")
+            # report_no_mask
+            height, width = state.image.height, state.image.width
+            final = Masks.empty(height, width, state.masks.phrase if state.masks is not None else "")
+            return ToolOutcome(ToolResult(None, state.masks, True, final, (), "reported no mask"), status="no_mask")
+        except CallError as mistake:
+            text = self.prompts.format(mistake.key, **mistake.fields)
+            reply = Message("user", (TextPart(text),))
+            result = ToolResult(reply, state.masks, summary=f"mistake: {mistake.key}")
+            return ToolOutcome(result, error=mistake.key, error_detail=text)
+
+    def feedback(self, key: str, fields: dict[str, Any], state: ToolState) -> ToolOutcome:
+        """The outcome of a response that had no usable call (parse error ``key``)."""
+        text = self.prompts.format(key, **fields)
+        result = ToolResult(Message("user", (TextPart(text),)), state.masks, summary=f"mistake: {key}")
+        return ToolOutcome(result, error=key, error_detail=text)
+
+    @staticmethod
+    def _require_masks(tool: str, state: ToolState) -> Masks:
+        if state.masks is None:
+            raise CallError("no_masks_yet", tool=tool)
+        if len(state.masks) == 0:
+            raise CallError("no_current_masks", tool=tool)
+        return state.masks
+
+    # ------------------------------------------------------------------ tools
+
+    def _segment_phrase(self, text_prompt: str, state: ToolState, round_index: int) -> ToolOutcome:
+        phrase = text_prompt.strip()
+        used_keys = [p.lower() for p in state.used_phrases]
+        if phrase.lower() in used_keys:
+            raise CallError(
+                "phrase_already_used", phrase=phrase, used=", ".join(f'"{p}"' for p in state.used_phrases)
+            )
+        detections = self.segmenter.segment(state.image, phrase, self.score_threshold)
+        masks = postprocess_masks(detections, self.score_threshold, self.iom_threshold).renamed(phrase)
+        state.used_phrases.append(phrase)
+        state.masks = masks
+        note = self._phrase_cut_note(phrase)
+        if len(masks) == 0:
+            text = note + self.prompts.format(
+                "segment_zero", phrase=phrase, used=", ".join(f'"{p}"' for p in state.used_phrases)
+            )
+            reply = Message("user", (TextPart(text),))
+            return ToolOutcome(ToolResult(reply, masks, summary=f"0 masks for '{phrase}'"), starts_masks=True)
+        overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, masks))
+        text = note + self.prompts.format("segment_result", count=len(masks), phrase=phrase)
+        reply = Message("user", (TextPart(text), overlay))
+        summary = f"{len(masks)} mask(s) for '{phrase}'"
+        return ToolOutcome(ToolResult(reply, masks, summary=summary), starts_masks=True)
+
+    def _phrase_cut_note(self, phrase: str) -> str:
+        """The note (ending in a blank line) telling the model what SAM 3 read of a phrase too long for its text
+        encoder, or ``""``. Segmenters without a ``phrase_cut`` method read every phrase whole."""
+        phrase_cut = getattr(self.segmenter, "phrase_cut", None)
+        cut = phrase_cut(phrase) if phrase_cut is not None else None
+        if cut is None:
+            return ""
+        read, limit = cut
+        return self.prompts.format("phrase_cut", limit=limit, phrase=phrase, read=read) + "\n\n"
+
+    def _examine(
+        self, state: ToolState, round_index: int, stop: threading.Event | None
+    ) -> Generator[Event, None, ToolOutcome]:
+        masks = state.masks
+        if masks is None:  # checked by the caller; keeps the type checker honest
+            raise CallError("no_masks_yet", tool="examine_each_mask")
+        verdicts = yield from verify_masks(
+            self.verifier,
+            self.prompts,
+            state.image,
+            state.query,
+            masks,
+            round_index,
+            max_new_tokens=self.verify_max_new_tokens,
+            stop=stop,
+            batch_size=self.verify_batch_size,
+        )
+        accepted = [v for v in verdicts if v.verdict == "accept"]
+        kept = [v.mask_number - 1 for v in accepted]
+        survivors = masks.subset(kept)
+        state.masks = survivors
+        if not kept:
+            text = self.prompts.format("examine_all_rejected", total=len(masks))
+            reply = Message("user", (TextPart(text),))
+        else:
+            overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors))
+            text = self.prompts.format("examine_result", kept=len(kept), total=len(masks))
+            unchecked = [str(new) for new, v in enumerate(accepted, start=1) if v.source == "error"]
+            if unchecked:
+                text += "\n" + self.prompts.format("examine_unchecked", numbers=", ".join(unchecked))
+            reply = Message("user", (TextPart(text), overlay))
+        summary = f"kept {len(kept)} of {len(masks)} mask(s)"
+        return ToolOutcome(ToolResult(reply, survivors, verdicts=tuple(verdicts), summary=summary))
+
+
+__all__ = ["CallError", "RunCancelled", "ToolOutcome", "ToolState", "Tools", "check_mask_numbers", "check_parameters"]

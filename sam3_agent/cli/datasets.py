@@ -1,0 +1,238 @@
+"""The ``batch`` and ``eval`` subcommands of ``python -m sam3_agent`` (registered by ``sam3_agent.cli.main``).
+
+``batch --input ITEMS --out DIR``: ITEMS is a JSONL file of items or a folder of images with ``--query``
+(``items``); writes the batch layout (``layout``) with a progress bar; a rerun skips finished items.
+
+``eval --dataset PATH --format reasonseg|refcoco|jsonl --out DIR``: reads the benchmark's ground truth, runs its
+samples as a batch into DIR (resumable the same way), scores them and writes the report into DIR/eval
+(``report``); prints the headline metrics.
+
+Exit status: 0 every item finished (an answer, "no mask" or an exhausted round budget); 3 some items failed
+(their reasons are in summary.json; a rerun retries them) or a backend could not be loaded; 2 bad input or an
+output folder that cannot be written; 130 stopped (Ctrl-C / SIGTERM: what finished is kept).
+
+Heavy modules (torch, transformers, Ray, matplotlib) are imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import EXIT_BACKEND, EXIT_INPUT, EXIT_OK, EXIT_STOPPED
+
+DATASET_COMMANDS = ("batch", "eval")
+FORMATS = ("reasonseg", "refcoco", "jsonl")
+DEFAULT_WORST = 8
+
+
+def _add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    from .flags import add_model_arguments  # the same flags as `run`
+
+    add_model_arguments(parser.add_argument_group("models (as for `run`)"),
+                        image_limit_help="record input images with more pixels than this as failed")
+    scale = parser.add_argument_group("throughput")
+    scale.add_argument("--concurrency", type=int, default=1,
+                       help="items in flight at once (per Ray worker with --ray); they share the local model's "
+                            "batches, or send concurrent requests to --vlm-server (default 1)")
+    scale.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                       help="run on a Ray cluster: ADDRESS to join one (e.g. ray://head:10001 or auto); "
+                            "without it, RAY_ADDRESS or a new local Ray")
+    scale.add_argument("--ray-workers", type=int,
+                       help="Ray workers, one model set each (default: the cluster's GPUs, or 1 without GPUs)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+
+
+def add_dataset_commands(commands: Any) -> None:
+    """Register ``batch`` and ``eval`` on the CLI's subparsers (``argparse`` ``add_subparsers`` result)."""
+    batch = commands.add_parser("batch", help="run the agent over many images; resumable (see README: Datasets)")
+    batch.add_argument("--input", required=True,
+                       help="JSONL file of items ({\"image\", \"query\", \"id\"} per line) or a folder of images")
+    batch.add_argument("--query", help="the query for every image (with a folder of images)")
+    batch.add_argument("--out", required=True, help="output folder; a rerun into it skips finished items")
+    _add_backend_arguments(batch)
+    evaluate = commands.add_parser("eval", help="evaluate on a segmentation benchmark (gIoU, cIoU, precision...)")
+    evaluate.add_argument("--dataset", required=True,
+                          help="reasonseg: a split folder (NAME.json + NAME.jpg); refcoco: a dataset folder "
+                               "(refs(*).p + instances.json); jsonl: a JSONL file with RLE ground truth")
+    evaluate.add_argument("--format", required=True, choices=FORMATS, help="the dataset's format")
+    evaluate.add_argument("--out", required=True, help="output folder: the batch, and the report in OUT/eval")
+    evaluate.add_argument("--split", default="val", help="refcoco: which split to evaluate (default val)")
+    evaluate.add_argument("--split-by", help="refcoco: which refs(SPLIT_BY).p (needed when there are several)")
+    evaluate.add_argument("--images", help="folder of the images: refcoco: COCO train2014 (default "
+                                           "../images/mscoco/images/train2014 beside the dataset folder); reasonseg: "
+                                           "when not beside the JSON files")
+    evaluate.add_argument("--limit", type=int, help="evaluate only the first N samples")
+    evaluate.add_argument("--worst", type=int, default=DEFAULT_WORST,
+                          help=f"worst cases shown with overlays in the report (default {DEFAULT_WORST})")
+    _add_backend_arguments(evaluate)
+
+
+def read_samples(args: argparse.Namespace) -> list:
+    """The evaluation samples the ``eval`` flags name.
+
+    Raises:
+        InputError: unreadable or malformed ground truth, or a bad ``--limit``.
+    """
+    from ..datasets.formats.jsonl_gt import read_jsonl_gt
+    from ..datasets.formats.reasonseg import read_reasonseg
+    from ..datasets.formats.refcoco import read_refcoco
+    from ..errors import InputError
+
+    if args.format == "reasonseg":
+        samples = read_reasonseg(args.dataset, images=args.images)
+    elif args.format == "refcoco":
+        samples = read_refcoco(args.dataset, split=args.split, split_by=args.split_by, images=args.images)
+    else:
+        samples = read_jsonl_gt(args.dataset)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise InputError(f"--limit must be at least 1, got {args.limit}")
+        samples = samples[: args.limit]
+    return samples
+
+
+def _run_batch(
+    items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
+) -> tuple[Any, Any, int | None]:
+    """Prepare the output folder, load the models (locally or on Ray workers) and run the batch.
+
+    Returns:
+        ``(layout, result, None)``, or ``(layout or None, None, exit status)`` when it could not run.
+    """
+    from ..datasets.batch.layout import BatchLayout
+    from ..errors import BackendError, InputError
+    from .flags import agent_config, backend_settings, with_planned_batch
+
+    progress = stderr if args.progress else None
+    try:
+        settings = backend_settings(args)  # checked: out-of-range or ignored flags are refused before any load
+        if args.concurrency < 1:
+            raise InputError(f"--concurrency must be at least 1, got {args.concurrency}")
+        if args.ray_workers is not None and args.ray_workers < 1:
+            raise InputError(f"--ray-workers must be at least 1, got {args.ray_workers}")
+        config = agent_config(args)
+        layout = BatchLayout(args.out, items)
+        layout.prepare()
+    except InputError as error:
+        stderr.write(f"error: {error}\n")
+        return None, None, EXIT_INPUT
+    if args.preset == "tiny":
+        stdout.write("Note: the tiny preset's models have random weights; their masks and text mean nothing.\n")
+    try:
+        if args.ray is not None:
+            from ..datasets.batch.ray_runner import run_batch_on_ray
+
+            where = f" at {args.ray}" if args.ray else ""
+            stdout.write(f"Starting Ray{where} and loading the models on its workers...\n")
+            stdout.flush()
+            result = run_batch_on_ray(items, layout, settings, config, address=args.ray or None,
+                                      workers=args.ray_workers, concurrency=args.concurrency,
+                                      max_image_pixels=args.max_image_pixels, progress=progress)
+        else:
+            from ..datasets.batch.agents import BatchAgents
+            from ..datasets.batch.runner import run_batch
+
+            stdout.write("Loading models...\n")
+            stdout.flush()
+            loaded = time.perf_counter()
+            agents = BatchAgents.load(settings, config, concurrency=args.concurrency)
+            agents.config = with_planned_batch(config, args, agents.backends.settings)  # smaller on a small GPU
+            stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
+            stdout.flush()
+            try:
+                result = run_batch(items, layout, agents, concurrency=args.concurrency,
+                                   max_image_pixels=args.max_image_pixels, progress=progress)
+            finally:
+                agents.close()
+    except InputError as error:
+        stderr.write(f"error: {error}\n")
+        return layout, None, EXIT_INPUT
+    except BackendError as error:
+        stderr.write(f"error: {error}\n")
+        return layout, None, EXIT_BACKEND
+    except OSError as error:
+        stderr.write(f"error: could not write the outputs to {args.out}: {error.strerror or error}\n")
+        return layout, None, EXIT_INPUT
+    return layout, result, None
+
+
+def _report_batch(result: Any, out: str, stdout: TextIO, notes: bool = True) -> None:
+    summary = result.summary
+    statuses = ", ".join(f"{k} {v}" for k, v in summary["statuses"].items())
+    rate = f", {result.items_per_minute:.1f} items/min" if result.ran else ""
+    stdout.write(f"Batch: {summary['items']} item(s): {statuses}; ran {result.ran}, skipped {result.skipped} "
+                 f"already finished, {result.seconds:.1f} s{rate}\n")
+    for note in summary["notes"] if notes else ():
+        stdout.write(f"note: {note}\n")
+    stdout.write(f"Wrote {Path(out) / 'manifest.json'}, {Path(out) / 'coco.json'}, {Path(out) / 'summary.json'}\n")
+
+
+def _exit_status(result: Any) -> int:
+
+    if result.stopped:
+        return EXIT_STOPPED
+    return EXIT_BACKEND if result.summary["statuses"].get("failed") or result.summary["statuses"].get(
+        "cancelled") else EXIT_OK
+
+
+def batch_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``batch``: run the items of ``--input`` into ``--out``."""
+    from ..datasets.batch.items import read_items
+    from ..errors import InputError
+
+    try:
+        items = read_items(args.input, args.query)
+    except InputError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_INPUT
+    _layout, result, status = _run_batch(items, args, stdout, stderr)
+    if result is None:
+        return status  # type: ignore[return-value]
+    _report_batch(result, args.out, stdout)
+    if result.stopped:
+        stderr.write("error: stopped by the user; run the same command again to go on\n")
+    return _exit_status(result)
+
+
+def eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``eval``: run a benchmark's samples as a batch into ``--out`` and write the report into ``--out``/eval."""
+    from ..datasets.scoring.evaluate import evaluate
+    from ..datasets.scoring.report import format_metrics, write_report
+    from ..errors import InputError
+
+    try:
+        samples = read_samples(args)
+        if args.worst < 0:
+            raise InputError(f"--worst must be 0 or more, got {args.worst}")
+    except InputError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_INPUT
+    stdout.write(f"{len(samples)} sample(s) from {args.dataset} ({args.format})\n")
+    layout, result, status = _run_batch([s.item() for s in samples], args, stdout, stderr)
+    if result is None:
+        return status  # type: ignore[return-value]
+    _report_batch(result, args.out, stdout, notes=False)  # the metrics below carry the notes
+    evaluation = evaluate(samples, layout)
+    try:
+        page = write_report(evaluation, samples, layout, Path(args.out) / "eval",
+                            title=f"SAM3 Agent on {Path(args.dataset).name} ({args.format})", worst=args.worst)
+    except OSError as error:
+        stderr.write(f"error: could not write the report: {error.strerror or error}\n")
+        return EXIT_INPUT
+    stdout.write(format_metrics(evaluation.metrics, evaluation.notes) + "\n")
+    if evaluation.unscored:
+        stdout.write(f"{len(evaluation.unscored)} sample(s) not scored (see the report)\n")
+    stdout.write(f"Wrote {page}\n")
+    if result.stopped:
+        stderr.write("error: stopped by the user; the report covers the finished samples; run again to go on\n")
+    return _exit_status(result)
+
+
+def dataset_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """Run the ``batch`` or ``eval`` command that ``args`` names; returns the exit status."""
+    return batch_command(args, stdout, stderr) if args.command == "batch" else eval_command(args, stdout, stderr)

@@ -1,0 +1,139 @@
+"""The command line's model and agent flags, shared by ``run``, ``batch`` and ``eval`` (one definition, one reading).
+
+``add_model_arguments`` declares them on a subcommand's parser; ``backend_settings`` and ``agent_config`` turn the
+parsed values into ``presets.BackendSettings`` and ``agent.AgentConfig``. Only light modules are imported at the top:
+``presets`` (torch) is imported when settings are built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from ..images import MAX_PIXELS
+from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
+from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
+
+if TYPE_CHECKING:
+    from ..agent.loop import AgentConfig
+    from ..presets import BackendSettings
+
+
+def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input images with more pixels than this") -> None:
+    """Declare the model, decoding and agent flags on ``parser`` (an ``argparse`` parser or argument group)."""
+    add = parser.add_argument
+    add("--preset", choices=["real", "tiny"], default="real",
+        help="real: Hub models (default); tiny: random tiny models, offline (code paths only)")
+    add("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder (default Qwen/Qwen3-VL-8B-Instruct)")
+    add("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    add("--vlm-server-model", help="model name on that server")
+    timeouts = ServerTimeouts()
+    for name, what in (("connect-timeout", "to connect to the server"),
+                       ("read-timeout", "of silence allowed while the server answers"),
+                       ("deadline", "for one whole server call, retries included")):
+        key = name.split("-")[0]
+        add(f"--vlm-server-{name}", type=float, metavar="S",
+            help=f"seconds {what} (default ${TIMEOUT_ENVIRONMENT[key]} or {getattr(timeouts, key):g})")
+    add("--script", help="JSON file of VLM responses to replay instead of a model (from the start for every run)")
+    add("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
+    add("--sam3-dtype", choices=["float32", "bfloat16"],
+        help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
+    add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
+        help="architecture of the tiny VLM (with --preset tiny)")
+    add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
+    add("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS,
+        help=f"round budget, 1 to {MAX_ROUNDS_LIMIT} (default {DEFAULT_MAX_ROUNDS})")
+    add("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
+    add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
+    add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
+    add_decoding_arguments(parser)
+    add("--max-image-pixels", type=int, default=MAX_PIXELS, help=f"{image_limit_help} (default {MAX_PIXELS:,})")
+    add("--verify-batch-size", type=int,
+        help="masks verified per batched VLM call (1: one by one; same verdicts either way, verified on CPU in "
+             "float32; default 8, fewer on a small GPU)")
+    add("--no-prefix-cache", dest="prefix_cache", action="store_false",
+        help="recompute every prompt in full with transformers' generate (same output on CPU in float32, slower; "
+             "saves the KV caches' memory)")
+
+
+
+def add_decoding_arguments(parser: Any) -> None:
+    """Declare the token-budget and decoding flags (``--max-new-tokens`` ... ``--seed``) on ``parser``, with no
+    defaults (``None``: the model's own); the command line (``add_model_arguments``) and the app share them."""
+    add = parser.add_argument
+    add("--max-new-tokens", type=int,
+        help="token budget of each main VLM call (default per model: 2048, Thinking models 8192)")
+    add("--verify-max-new-tokens", type=int,
+        help="token budget of each mask verification (default per model: 512, Thinking models 4096)")
+    add("--decoding", choices=["sample", "greedy"],
+        help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
+    add("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
+    add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
+    add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
+    add("--seed", type=int, help="seed of sampled decoding (default 0): the same seed repeats a run")
+
+def backend_settings(args: argparse.Namespace) -> BackendSettings:
+    """The ``presets.BackendSettings`` the flags describe, checked before any model loads.
+
+    Raises:
+        InputError: a flag out of range or one the settings would silently ignore (``presets.check_backend_settings``),
+            or ``--max-image-pixels`` below 1.
+    """
+    from ..engine.decoding import DecodingOverrides
+    from ..presets import BackendSettings, check_backend_settings
+
+    if args.max_image_pixels < 1:
+        raise InputError(f"--max-image-pixels must be at least 1, got {args.max_image_pixels}")
+    settings = BackendSettings(
+        preset=args.preset,
+        vlm_model=args.vlm_model,
+        vlm_server=args.vlm_server,
+        vlm_server_model=args.vlm_server_model,
+        script=args.script,
+        sam3_model=args.sam3_model,
+        device=args.device,
+        min_pixels=args.min_pixels,
+        max_pixels=args.max_pixels,
+        max_new_tokens=args.max_new_tokens,
+        tiny_vlm_kind=args.tiny_vlm,
+        prefix_cache=args.prefix_cache,
+        vlm_server_connect_timeout=args.vlm_server_connect_timeout,
+        vlm_server_read_timeout=args.vlm_server_read_timeout,
+        vlm_server_deadline=args.vlm_server_deadline,
+        sam3_dtype=args.sam3_dtype,
+        decoding=DecodingOverrides(
+            greedy=None if args.decoding is None else args.decoding == "greedy",
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
+            verify_max_new_tokens=args.verify_max_new_tokens,
+        ),
+    )
+    check_backend_settings(settings)
+    return settings
+
+
+def agent_config(args: argparse.Namespace, backend_record: dict[str, Any] | None = None) -> AgentConfig:
+    """The ``agent.AgentConfig`` the flags describe; without ``--verify-batch-size``, the batch size the loaded
+    backends planned (``backend_record["verify_batch_size"]``: smaller on a small GPU), else the default.
+
+    Raises:
+        InputError: a value out of range (the message names it).
+    """
+    from ..agent.loop import AgentConfig
+    from ..agent.verify import DEFAULT_VERIFY_BATCH_SIZE
+
+    planned = (backend_record or {}).get("verify_batch_size", DEFAULT_VERIFY_BATCH_SIZE)
+    batch = args.verify_batch_size if args.verify_batch_size is not None else planned
+    return AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=batch)
+
+
+def with_planned_batch(config: AgentConfig, args: argparse.Namespace,
+                       backend_record: dict[str, Any]) -> AgentConfig:
+    """``config`` with the backends' planned verification batch size, unless ``--verify-batch-size`` was given."""
+    if args.verify_batch_size is not None:
+        return config
+    return dataclasses.replace(config, verify_batch_size=agent_config(args, backend_record).verify_batch_size)

@@ -1,0 +1,220 @@
+"""The same batch on a Ray cluster: one model set per worker, items spread over the workers.
+
+Each worker is a Ray actor that loads the backends once (``agents.BatchAgents.load``: one GPU each when the cluster
+has GPUs, else one CPU) and runs up to ``concurrency`` items at a time (threads sharing its model's batches, as on
+one machine). The driver (the process that ran the CLI) reads each image file and sends its bytes, so workers need
+no shared file system; a worker sends back the item's ``Trace``, and the driver writes it into the same output
+layout as a local batch (``layout.BatchLayout``), so resuming, the dataset files and the evaluation are the same.
+
+Items go to the least busy worker as earlier ones finish. Ctrl-C asks every worker to cancel its items, which come
+back as ``cancelled`` and are written; a worker that dies (out of memory, node lost) fails only its items in
+flight, recorded with the reason, and the batch goes on with the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from ...agent.loop import AgentConfig, AgentRun
+from ...errors import BackendError
+from ...images import MAX_PIXELS
+from ...presets import BackendSettings
+from ...types import Trace
+from .agents import BatchAgents
+from .items import BatchItem
+from .layout import BatchLayout
+from .runner import POLL_SECONDS, BatchProgress, BatchResult, execute_item
+
+logger = logging.getLogger(__name__)
+
+FORWARDED_ENV = ("SAM3_AGENT_CACHE", "HF_HOME", "HF_HUB_OFFLINE")  # set on the workers as on the driver
+
+
+class BatchWorker:
+    """One Ray worker: a model set and up to ``concurrency`` items in flight (made a Ray actor by
+    ``run_batch_on_ray``; a plain class so it can be tested and pickled as code).
+
+    Args:
+        settings: which backends to load.
+        config: limits and thresholds of every run.
+        concurrency: items in flight in this worker.
+        env: environment variables to set before loading (e.g. ``SAM3_AGENT_CACHE``).
+
+    Raises:
+        InputError / BackendError: the backends cannot be built (the actor then fails to start).
+    """
+
+    def __init__(self, settings: BackendSettings, config: AgentConfig, concurrency: int, env: dict[str, str]) -> None:
+        for key, value in env.items():
+            os.environ[key] = value
+        self.agents = BatchAgents.load(settings, config, concurrency=concurrency)
+        self.stop = threading.Event()
+        self.runs: dict[str, AgentRun] = {}
+
+    def ready(self) -> str:
+        """Where this worker runs (host and process id), once its models are loaded."""
+        import socket
+
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+    def run(self, item: BatchItem, image: bytes, max_image_pixels: int) -> tuple[Trace | None, str | None, float]:
+        """Run one item from its image bytes; returns ``(trace, reason, seconds)`` (see ``runner.execute_item``)."""
+        started = time.perf_counter()
+        trace, reason = execute_item(item, image, self.agents, stop=self.stop, max_image_pixels=max_image_pixels,
+                                     started_runs=self.runs)
+        return trace, reason, time.perf_counter() - started
+
+    def cancel(self) -> None:
+        """Cancel every item in flight and every later one."""
+        self.stop.set()
+        for run in list(self.runs.values()):
+            run.cancel()
+
+
+@dataclass
+class _Slot:
+    actor: Any
+    busy: int = 0
+    alive: bool = True
+    ran: int = 0
+
+
+def _error_text(error: BaseException) -> str:
+    cause = getattr(error, "cause", None) or error
+    text = str(cause).strip().splitlines()
+    return text[-1] if text else type(cause).__name__
+
+
+def run_batch_on_ray(
+    items: Sequence[BatchItem],
+    layout: BatchLayout,
+    settings: BackendSettings,
+    config: AgentConfig,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    concurrency: int = 1,
+    max_image_pixels: int = MAX_PIXELS,
+    progress: TextIO | None = None,
+    init_options: dict[str, Any] | None = None,
+) -> BatchResult:
+    """Run every unfinished item on a Ray cluster, then write the dataset-level files (as ``runner.run_batch``).
+
+    Args:
+        items, layout: as ``runner.run_batch``.
+        settings, config: the backends each worker loads, and the runs' limits.
+        address: the cluster to join (``ray.init(address=...)``; ``None``: ``RAY_ADDRESS`` or a new local Ray).
+            An already initialised Ray in this process is used as it is (and left running).
+        workers: how many workers (model sets); default the cluster's GPU count, or 1 without GPUs.
+        concurrency: items in flight per worker.
+        max_image_pixels, progress: as ``runner.run_batch``.
+        init_options: more ``ray.init`` keyword arguments (e.g. ``num_cpus`` for a local Ray).
+
+    Raises:
+        BackendError: Ray cannot start or be reached, no worker could load its models, or every worker died.
+        OSError: the output folder cannot be written.
+    """
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        options: dict[str, Any] = {"logging_level": logging.WARNING, **(init_options or {})}
+        if address is None and "RAY_ADDRESS" not in os.environ:
+            options.setdefault("include_dashboard", False)  # a new local Ray: no dashboard to serve
+        try:
+            ray.init(address=address, **options)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise BackendError(f"cannot start or join Ray{f' at {address}' if address else ''}: {error}") from None
+    slots: list[_Slot] = []
+    try:
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        count = workers if workers is not None else max(1, gpus)
+        resources = {"num_gpus": 1} if gpus else {"num_cpus": 1}
+        actor_class = ray.remote(BatchWorker).options(max_concurrency=concurrency + 1, **resources)
+        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+        slots = [_Slot(actor_class.remote(settings, config, concurrency, env)) for _ in range(count)]
+        last_error = ""
+        for slot in slots:
+            try:
+                logger.info("Ray worker ready on %s", ray.get(slot.actor.ready.remote()))
+            except ray.exceptions.RayError as error:
+                slot.alive = False
+                logger.error("a Ray worker could not load its models: %s", _error_text(error))
+                last_error = _error_text(error)
+        if not any(slot.alive for slot in slots):
+            raise BackendError(f"no Ray worker could load its models: {last_error}")
+        return _drive(ray, slots, items, layout, concurrency, max_image_pixels, progress)
+    finally:
+        for slot in slots:
+            ray.kill(slot.actor)
+        if started_here:
+            ray.shutdown()
+
+
+def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: BatchLayout, concurrency: int,
+           max_image_pixels: int, progress: TextIO | None) -> BatchResult:
+    book = BatchProgress(layout, items, progress)
+    queue = iter(book.todo)
+    in_flight: dict[Any, tuple[BatchItem, _Slot, float]] = {}
+    stopped = False
+
+    def submit() -> None:
+        while not stopped:
+            live = [s for s in slots if s.alive and s.busy < concurrency]
+            if not live:
+                return
+            item = next(queue, None)
+            if item is None:
+                return
+            slot = min(live, key=lambda s: s.busy)
+            layout.begin_item(item)
+            try:
+                data = item.image.read_bytes()
+            except OSError as error:
+                reason = f"cannot read the image {item.image_ref}: {error.strerror or error}"
+                book.finished(item, layout.write_item(item, None, 0.0, reason))
+                continue
+            ref = slot.actor.run.remote(item, data, max_image_pixels)
+            slot.busy += 1
+            in_flight[ref] = (item, slot, time.perf_counter())
+
+    def collect(ref: Any) -> None:
+        item, slot, submitted = in_flight.pop(ref)
+        slot.busy -= 1
+        try:
+            trace, reason, seconds = ray.get(ref)
+        except ray.exceptions.RayError as error:
+            if isinstance(error, ray.exceptions.RayActorError):
+                slot.alive = False  # the worker died (out of memory, node lost): it gets no more items
+            reason = f"the Ray worker running this item failed: {_error_text(error)}"
+            trace, seconds = None, time.perf_counter() - submitted
+        slot.ran += 1
+        book.finished(item, layout.write_item(item, trace, seconds, reason))
+
+    try:
+        submit()
+        while in_flight:
+            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_SECONDS)
+            for ref in done:
+                collect(ref)
+            submit()
+    except KeyboardInterrupt:
+        stopped = True
+        for slot in slots:
+            if slot.alive:
+                slot.actor.cancel.remote()
+        while in_flight:
+            done, _ = ray.wait(list(in_flight), num_returns=1)
+            collect(done[0])
+    result = book.close(stopped)
+    logger.info("items per Ray worker: %s", [slot.ran for slot in slots])
+    if not stopped and book.ran < len(book.todo):
+        raise BackendError(f"every Ray worker failed before the batch ended ({book.ran} of {len(book.todo)} items "
+                           "ran; they are kept): run the batch again to go on")
+    return result

@@ -1,0 +1,94 @@
+"""Scoring a batch's answers against a benchmark's ground truth.
+
+Each sample ran as a batch item (same id); its answer is read from the item's record (``records``): the union of
+its final masks, or nothing when the run answered "no mask", failed or ran out of rounds (those count as empty
+answers, so failures lower the scores instead of vanishing from them). A sample cannot be scored when it has no
+record (not run yet), its image could not be read, or its ground truth does not fit the image; such samples are
+listed with the reason and left out of the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import InputError
+from ...rle import decode_rle
+from ..batch.layout import BatchLayout
+from ..batch.outputs import model_notes
+from ..batch.records import ItemRecord
+from ..formats.ground_truth import EvalSample
+from .metrics import Metrics, SampleScore, breakdowns, intersection_union, summarize
+
+
+@dataclass(frozen=True)
+class Unscored:
+    """A sample left out of the metrics, and why."""
+
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The scores of a dataset.
+
+    Attributes:
+        scores: one per scored sample, in dataset order.
+        unscored: samples left out, with reasons.
+        metrics: over ``scores`` (``metrics.summarize``).
+        breakdowns: ``{breakdown: {group: Metrics}}`` (``metrics.breakdowns``).
+        notes: what the models were when that makes the numbers meaningless (``outputs.model_notes``).
+    """
+
+    scores: list[SampleScore]
+    unscored: list[Unscored]
+    metrics: Metrics
+    breakdowns: dict[str, dict[str, Metrics]]
+    notes: list[str]
+
+
+def prediction_mask(record: ItemRecord, height: int, width: int) -> np.ndarray:
+    """The union of a record's final masks, bool (H, W) (all False when it has none).
+
+    Raises:
+        ValueError: a mask of another size or malformed RLE in the record.
+    """
+    if not record.masks:
+        return np.zeros((height, width), dtype=bool)
+    return decode_rle([m["segmentation"] for m in record.masks], height=height, width=width).any(axis=0)
+
+
+def score_sample(sample: EvalSample, record: ItemRecord | None) -> SampleScore | Unscored:
+    """Score one sample from its item's record (see the module docstring)."""
+    if record is None:
+        return Unscored(sample.id, "not run yet (run the evaluation again to finish the batch)")
+    if record.width is None or record.height is None:
+        return Unscored(sample.id, f"the image could not be read: {record.reason}")
+    height, width = record.height, record.width
+    try:
+        target, ignore = sample.truth.masks(height, width)
+        prediction = prediction_mask(record, height, width)
+    except (InputError, ValueError) as error:
+        return Unscored(sample.id, str(error))
+    intersection, union = intersection_union(prediction, target, ignore)
+    return SampleScore(
+        id=sample.id, query=sample.query, intersection=intersection, union=union,
+        target_pixels=int((target & ~ignore).sum()), predicted_pixels=int((prediction & ~ignore).sum()),
+        status=record.status, rounds=record.rounds, mistakes=dict(record.mistakes), seconds=record.seconds,
+        attributes=dict(sample.attributes),
+    )
+
+
+def evaluate(samples: Sequence[EvalSample], layout: BatchLayout) -> Evaluation:
+    """Score every sample of a batch that ran them (``layout`` over ``[s.item() for s in samples]``)."""
+    scores, unscored, records = [], [], []
+    for sample in samples:
+        record = layout.read_record(sample.item())
+        if record is not None:
+            records.append(record)
+        result = score_sample(sample, record)
+        (scores if isinstance(result, SampleScore) else unscored).append(result)
+    return Evaluation(scores, unscored, summarize(scores), breakdowns(scores), model_notes(records))

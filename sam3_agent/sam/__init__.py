@@ -1,0 +1,5 @@
+"""SAM 3 behind its protocols: the text-prompt segmenter, the point-prompt model (the tracker) and the cache of
+image encodings they share.
+
+May import: the ground floor and ``models`` (checked loading).
+"""

@@ -1,0 +1,358 @@
+"""SAM 3's point-prompt model behind one Protocol: clicks on an image -> one mask.
+
+``Sam3PointSegmenter`` wraps transformers' ``Sam3TrackerModel`` / ``Sam3TrackerProcessor`` (the same weights as
+``facebook/sam3``, promptable with points). As in ``segmenter.py``, the image encoder is the expensive part, so each
+image is encoded once and its embeddings are reused for every click, from a small LRU cache keyed by the image's
+content (``images.image_digest``). Used by ``edits.refine_with_points`` to correct masks by hand.
+
+SAM 3 has one vision backbone for detection and tracking: its checkpoint stores it once, and transformers loads
+that same backbone into ``Sam3Model`` and ``Sam3TrackerModel`` (only the necks differ). ``share_backbone_with``
+lets the point model use the detector's backbone module and its cached image encodings, so the backbone is held
+once in memory and an image the agent has already encoded costs only the tracker's neck when clicked on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ..errors import BackendError, InputError
+from ..images import image_digest
+from ..models.loading import default_device, load_checked
+from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
+from .segmenter import (
+    DEFAULT_FEATURE_CACHE_BYTES,
+    DEFAULT_SAM3_MODEL,
+    Sam3Segmenter,
+    _looks_like_local_path,
+    sam3_dtype,
+)
+
+logger = logging.getLogger(__name__)
+
+TRACKER_WEIGHTS_HINT = (
+    "Use the facebook/sam3 checkpoint as downloaded (its tracker_model.* weights are the point model's). A copy "
+    "re-saved with transformers' Sam3VideoModel.save_pretrained (5.24) writes them as tracker_model.tracker_model.*, "
+    "which no model reads; a copy re-saved from Sam3Model has no point-model weights at all."
+)
+MASK_LOGIT_THRESHOLD = 0.0  # mask pixels are logits > 0 (probability > 0.5); transformers' post_process_masks default
+
+
+@dataclass(frozen=True, eq=False)
+class PointMask:
+    """The mask SAM 3 predicts for a set of clicks.
+
+    Attributes:
+        mask: bool (H, W) at the original image resolution.
+        score: the model's predicted IoU of that mask, in [0, 1].
+    """
+
+    mask: np.ndarray
+    score: float
+
+
+@runtime_checkable
+class PointSegmenter(Protocol):
+    """Anything that turns clicks on an image into one mask."""
+
+    name: str
+
+    def segment_points(
+        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int]
+    ) -> PointMask:
+        """One mask for the object the clicks point at (see ``Sam3PointSegmenter.segment_points``)."""
+        ...
+
+
+def tracker_load_failure_message(model_id: str, error: BaseException | None = None) -> str:
+    """The text of the ``BackendError`` raised when SAM 3's point-prompt model cannot be loaded from ``model_id``."""
+    cause = f" ({str(error).strip() or 'no details'})" if error is not None else ""
+    if _looks_like_local_path(model_id):
+        return (
+            f"Could not load SAM 3's point-prompt model from the folder '{model_id}'{cause}. The folder must exist and "
+            "hold a transformers SAM 3 checkpoint saved with save_pretrained (config.json, model.safetensors and "
+            "processor_config.json). Check the path, or pass a Hugging Face model id such as "
+            f"'{DEFAULT_SAM3_MODEL}'."
+        )
+    return (
+        f"Could not load SAM 3's point-prompt model '{model_id}'{cause}. '{DEFAULT_SAM3_MODEL}' is gated on the "
+        "Hugging Face Hub: accept its licence, then run `hf auth login` (or set HF_TOKEN). Offline, the weights must "
+        "already be in the local Hugging Face cache, or pass a local folder that holds them."
+    )
+
+
+def check_clicks(
+    points: Sequence[tuple[float, float]], labels: Sequence[int], width: int, height: int
+) -> tuple[list[list[float]], list[int]]:
+    """Validate clicks on a ``width`` x ``height`` image; returns them as plain lists.
+
+    Args:
+        points: (x, y) pixel coordinates in the original image, x to the right, y down; pixel (col, row) covers
+            [col, col + 1) x [row, row + 1), so valid values lie in [0, width) x [0, height).
+        labels: 1 for a positive click (on the object), 0 for a negative one (not on it), one per point.
+
+    Raises:
+        InputError: no click, counts differ, a label other than 0/1, no positive click, a coordinate that is not a
+            finite number, or a click outside the image (clicks are not clipped: a click off the image is a
+            mistake, not a stroke running over the edge).
+    """
+    pts = [list(p) for p in points]
+    labs = [lab for lab in labels]
+    if not pts:
+        raise InputError("no click given: click on the object (positive) to get a mask")
+    if len(pts) != len(labs):
+        raise InputError(f"{len(pts)} click(s) but {len(labs)} label(s): give one label (1 or 0) per click")
+    for lab in labs:
+        if isinstance(lab, bool) or lab not in (0, 1):
+            raise InputError(f"click label {lab!r} is not 1 (positive) or 0 (negative)")
+    if 1 not in labs:
+        raise InputError("every click is negative: add at least one positive click on the object")
+    out: list[list[float]] = []
+    for point in pts:
+        if len(point) != 2:
+            raise InputError(f"a click must be (x, y); got {point!r}")
+        try:
+            x, y = float(point[0]), float(point[1])
+        except (TypeError, ValueError):
+            raise InputError(f"a click must be two numbers (x, y); got {point!r}") from None
+        if not (np.isfinite(x) and np.isfinite(y)):
+            raise InputError(f"click ({x}, {y}) is not a finite position")
+        if not (0.0 <= x < width and 0.0 <= y < height):
+            raise InputError(
+                f"click ({x:g}, {y:g}) lies outside the {width}x{height} image: click inside it "
+                "(coordinates are pixels of the original image, x to the right, y down)"
+            )
+        out.append([x, y])
+    return out, [int(lab) for lab in labs]
+
+
+class Sam3PointSegmenter(CachedImageModel):
+    """SAM 3's point-prompt model (transformers ``Sam3TrackerModel``) with a per-image embedding cache.
+
+    Life cycle: build once with :meth:`from_pretrained`, then call :meth:`segment_points` with any image and
+    clicks. The first call on an image runs the image encoder; later calls on the same pixels reuse its embeddings
+    while the image is among the ``feature_cache_size`` most recently used. A lock serialises model calls.
+
+    Attributes:
+        name: the model id or folder it was loaded from.
+    """
+
+    def __init__(self, model: Any, processor: Any, *, name: str = DEFAULT_SAM3_MODEL, feature_cache_size: int = 4):
+        """Wrap a loaded ``Sam3TrackerModel`` (eval mode, on its device) and its ``Sam3TrackerProcessor``.
+
+        Raises:
+            ValueError: ``feature_cache_size`` is negative.
+        """
+        self._cache = FeatureCache(feature_cache_size, DEFAULT_FEATURE_CACHE_BYTES, tensors_nbytes, "SAM 3 tracker")
+        self.name = name
+        self._model = model
+        self._processor = processor
+        self._lock = threading.Lock()
+        self._shared: _SharedBackbone | None = None
+
+    @classmethod
+    def from_pretrained(
+        cls, model_id: str = DEFAULT_SAM3_MODEL, *, device: str | None = None, feature_cache_size: int = 4,
+        dtype: str | None = None,
+    ) -> Sam3PointSegmenter:
+        """Load the point-prompt model and its processor from a Hugging Face id or a local folder.
+
+        ``facebook/sam3`` is a ``sam3_video`` checkpoint: transformers renames its ``tracker_model.*``,
+        ``tracker_neck.*`` and the detector's vision backbone into ``Sam3TrackerModel`` and ignores the rest (the
+        detector's other weights, the video memory). A checkpoint that still lacks any of the point model's weights
+        is refused with the missing keys named (``model_loading.check_loading_info``), instead of clicks on random
+        weights.
+
+        Args:
+            model_id: Hub id (default ``facebook/sam3``, gated) or a folder written by ``save_pretrained``.
+            device: torch device string; ``None`` picks ``"cuda"`` when available, else ``"cpu"``.
+            feature_cache_size: how many images' embeddings to keep (LRU); 0 disables the cache.
+            dtype: ``"float32"`` (default) or ``"bfloat16"`` (``segmenter.sam3_dtype``); use the detector's dtype so
+                the two can share their vision backbone.
+
+        Raises:
+            BackendError: the weights or processor cannot be loaded, or weights are missing; the message names
+                ``model_id`` and the fix.
+            InputError: an unknown ``dtype``.
+            ValueError: ``feature_cache_size`` is negative.
+        """
+        from transformers import Sam3TrackerModel, Sam3TrackerProcessor
+
+        if feature_cache_size < 0:
+            raise ValueError(f"feature_cache_size must be >= 0 (0 disables the cache), got {feature_cache_size}")
+        torch_dtype = sam3_dtype(dtype)
+        local = _looks_like_local_path(model_id)
+        if local and not Path(model_id).expanduser().is_dir():
+            raise BackendError(tracker_load_failure_message(model_id, FileNotFoundError(f"no folder at {model_id}")))
+        source = str(Path(model_id).expanduser()) if local else model_id
+        device = device or default_device()
+        logger.info("loading SAM 3 point-prompt model from %s on %s (%s)", model_id, device, torch_dtype)
+        try:
+            processor = Sam3TrackerProcessor.from_pretrained(source)
+            model = load_checked(Sam3TrackerModel, source, model_id, "SAM 3's point-prompt model", device,
+                                 torch_dtype, hint=TRACKER_WEIGHTS_HINT)
+        except BackendError:
+            raise
+        except Exception as exc:  # missing, gated, corrupt or bad device: one clear error
+            raise BackendError(tracker_load_failure_message(model_id, exc)) from exc
+        return cls(model, processor, name=model_id, feature_cache_size=feature_cache_size)
+
+    def segment_points(
+        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int]
+    ) -> PointMask:
+        """One mask for the object the clicks point at.
+
+        One click is ambiguous (a part or the whole?): the model's three candidate masks are computed and the one
+        with the highest predicted IoU is returned. With several clicks the model's single-mask output is used.
+
+        Args:
+            image: PIL image (converted to RGB if needed), any size.
+            points: (x, y) clicks in pixels of the original image (x right, y down), inside the image.
+            labels: 1 positive / 0 negative, one per click; at least one positive.
+
+        Returns:
+            ``PointMask``: mask bool (H, W) at the original resolution (may be empty: the caller decides), score the
+            predicted IoU in [0, 1].
+
+        Raises:
+            InputError: bad clicks (see :func:`check_clicks`) or ``image`` not a PIL image.
+            BackendError: out of memory while running the model.
+        """
+        if not isinstance(image, Image.Image):
+            raise InputError(f"image must be a PIL image, got {type(image).__name__}")
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        clicks, click_labels = check_clicks(points, labels, image.width, image.height)
+        key = image_digest(image)
+        return self._run_locked(lambda: self._segment_locked(image, key, clicks, click_labels),
+                                f"SAM 3's point-prompt model ({self.name})", image.size, "run it on the CPU")
+
+    # ------------------------------------------------------------------ internals (call with the lock held)
+
+    def share_backbone_with(self, segmenter: Sam3Segmenter) -> bool:
+        """Use ``segmenter``'s vision backbone and its cached encodings from now on, when they are the same.
+
+        Shared only when both backbones hold equal weights (same names, shapes, dtypes, device and values) and
+        both processors turn a probe image into equal pixels; then the point model's own backbone is dropped
+        (for ``facebook/sam3`` about 450 M weights) and every image is encoded by the detector's backbone once
+        for both models. Masks are unchanged (a test checks them bit for bit). Idempotent.
+
+        Returns:
+            True when shared with ``segmenter`` (now or before), False when the two differ or the point model already
+            shares another segmenter's backbone (nothing changes; the reason is logged). Once shared, the point
+            model keeps that segmenter alive.
+        """
+        with self._lock:
+            if self._shared is not None:
+                if self._shared.source is not segmenter:
+                    logger.info("SAM 3's point model already shares the backbone of %s; not switching",
+                                self._shared.source.name)
+                return self._shared.source is segmenter
+            reason = _backbone_mismatch(self._model.vision_encoder.backbone, segmenter.backbone)
+            reason = reason or _processor_mismatch(self._processor, segmenter.processor)
+            if reason:
+                logger.info("SAM 3's point model keeps its own vision backbone: %s", reason)
+                return False
+            shared = _SharedBackbone(segmenter)
+            self._model.vision_encoder.backbone = shared
+            self._shared = shared
+            self._cache.clear()
+            logger.info("SAM 3's point model now shares the detector's vision backbone and image encodings")
+            return True
+
+    def _embeddings(self, image: Image.Image, key: str) -> list[torch.Tensor]:
+        def encode() -> list[torch.Tensor]:
+            pixel_values = self._processor(images=image, return_tensors="pt")["pixel_values"]
+            pixel_values = pixel_values.to(self.device, dtype=self._model.dtype)
+            if self._shared is None:
+                return self._model.get_image_embeddings(pixel_values)
+            with self._shared.given(image):
+                return self._model.get_image_embeddings(pixel_values)
+
+        return self._cache.get_or_compute(key, encode)
+
+    def _segment_locked(self, image: Image.Image, key: str, clicks: list[list[float]], labels: list[int]) -> PointMask:
+        embeddings = self._embeddings(image, key)
+        size = [[image.height, image.width]]
+        prompt = self._processor(
+            images=None, original_sizes=size, input_points=[[clicks]], input_labels=[[labels]], return_tensors="pt"
+        )
+        multimask = len(clicks) == 1
+        outputs = self._model(
+            image_embeddings=embeddings,
+            input_points=prompt["input_points"].to(self.device),
+            input_labels=prompt["input_labels"].to(self.device),
+            multimask_output=multimask,
+        )
+        scores = outputs.iou_scores[0, 0].float().cpu()  # (M,)
+        best = int(torch.argmax(scores))
+        logits = outputs.pred_masks[:, :, best : best + 1].float().cpu()  # (1, 1, 1, h, w)
+        masks = self._processor.post_process_masks(logits, size, mask_threshold=MASK_LOGIT_THRESHOLD)[0]  # (1, 1, H, W)
+        mask = masks.reshape(image.height, image.width).numpy().astype(bool)
+        return PointMask(mask=mask, score=float(scores[best].clamp(0.0, 1.0)))
+
+
+class _SharedBackbone(torch.nn.Module):
+    """Stands in for the point model's vision backbone: inside ``given(image)`` it returns the detector's cached
+    backbone output for that image (``Sam3Segmenter.backbone_output``); otherwise it runs the detector's backbone.
+
+    The rest of transformers' ``Sam3TrackerModel.get_image_embeddings`` (its own neck and projections) runs
+    unchanged on top.
+    """
+
+    def __init__(self, source: Sam3Segmenter) -> None:
+        super().__init__()
+        self.source = source
+        self.inner = source.backbone  # registered as a submodule: the same parameters, held once
+        self._image: Image.Image | None = None
+
+    @contextlib.contextmanager
+    def given(self, image: Image.Image) -> Iterator[None]:
+        self._image = image
+        try:
+            yield
+        finally:
+            self._image = None
+
+    def forward(self, pixel_values: torch.Tensor, **kwargs: Any) -> Any:
+        if self._image is None:
+            return self.inner(pixel_values, **kwargs)
+        from transformers.modeling_outputs import BaseModelOutput
+
+        return BaseModelOutput(last_hidden_state=self.source.backbone_output(self._image))
+
+
+def _backbone_mismatch(own: torch.nn.Module, other: torch.nn.Module) -> str | None:
+    """Why two vision backbones are not interchangeable, or None when they hold the same weights."""
+    if type(own) is not type(other):
+        return f"different backbone classes ({type(own).__name__} / {type(other).__name__})"
+    mine, theirs = dict(own.named_parameters()), dict(other.named_parameters())
+    if mine.keys() != theirs.keys():
+        return "different backbone parameters"
+    with torch.no_grad():
+        for name, tensor in mine.items():
+            peer = theirs[name]
+            if tensor.shape != peer.shape or tensor.dtype != peer.dtype or tensor.device != peer.device:
+                return f"{name} differs in shape, dtype or device"
+            if not torch.equal(tensor, peer):
+                return f"different weights ({name})"
+    return None
+
+
+def _processor_mismatch(own: Any, other: Any) -> str | None:
+    """Why two processors would feed the backbones different pixels (checked on a seeded 64 x 48 probe image)."""
+    probe = Image.fromarray(np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8))
+    mine = own(images=probe, return_tensors="pt")["pixel_values"]
+    theirs = other(images=probe, return_tensors="pt")["pixel_values"]
+    if mine.shape != theirs.shape or not torch.equal(mine, theirs):
+        return "the processors prepare images differently"
+    return None

@@ -1,0 +1,444 @@
+"""Reading trace and bundle files that come from outside, within bounds.
+
+Every loader (trace folder or ``.zip``, bundle ``.zip``, the app's Inspect and Correct uploads, the CLI's
+``export``) reads through this module, so one set of rules holds everywhere:
+
+- a ``.zip`` is refused when a member name could point outside its folder (absolute, ``..``, backslashes, a drive
+  letter), a member is a link, encrypted or stored twice, or when there are too many members or their declared
+  sizes add up past the budget; members are then read in chunks of ``READ_CHUNK_BYTES`` and a member that inflates
+  past its declared size stops the read (a "zip bomb" never allocates more than it declared);
+- files of a trace folder must be regular files inside the folder (not a FIFO, device or link leading out);
+- every image is checked on its header (size) before it is decoded, and every mask RLE on its declared size (it must
+  be the raw image's) and on its run lengths before it is decoded; what one load decodes into pixels is bounded
+  (``MAX_DECODED_BYTES``), so a small file declaring many huge blank images or masks is refused before it costs
+  gigabytes;
+- ``reading`` is the boundary every loader runs inside: any decoding fault (bad CRC, corrupt deflate, an encrypted
+  member, JSON nested too deeply, a decompression bomb, running out of memory) becomes a ``TraceFormatError`` whose
+  message says what was wrong in words, never a Python exception name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import re
+import stat
+import struct
+import warnings
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from PIL import Image
+
+from ..errors import InputError, TraceFormatError, describe
+from ..images import MAX_PIXELS
+from ..imaging.render import ZOOM_MIN_LONG_SIDE, ZOOM_SEPARATOR_WIDTH
+from ..rle import check_rle, decode_rle, validated_counts
+
+logger = logging.getLogger(__name__)
+
+MAX_ZIP_BYTES = 200 * 1024 * 1024  # a .zip as stored (upload or file); a trace of 30 rounds at 1000 px is tens of MB
+MAX_UNPACKED_BYTES = 2 * MAX_ZIP_BYTES  # all members of one .zip once inflated (PNG barely shrinks; JSON ~10x)
+MAX_FILE_BYTES = MAX_UNPACKED_BYTES  # one file of a trace folder
+MAX_ZIP_MEMBERS = 5000
+READ_CHUNK_BYTES = 1 << 20  # inflate at most this much at a time
+MAX_MASKS_PER_RECORD = 1000  # SAM 3 proposes at most 200 detections per phrase (its DETR query count)
+# Bytes one load may decode into pixels (RGB images at 3 bytes a pixel, masks at 1): a run on a 64 MP photo with
+# 20 full-size images fits; a small file that declares thousands of huge blank images or masks does not.
+MAX_DECODED_BYTES = 4 * 1024**3
+_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class TraceFiles(Protocol):
+    """The files of one trace or bundle, by relative name (``trace.json``, ``images/raw.png``...)."""
+
+    def names(self) -> set[str]:
+        """Every member name (``.zip``) or every file name found so far (folder: checked on read)."""
+        ...
+
+    def read(self, name: str) -> bytes:
+        """The bytes of ``name``. Raises KeyError when there is no such file, TraceFormatError when it is unsafe,
+        too large or unreadable."""
+        ...
+
+
+# ------------------------------------------------------------------ the boundary
+
+
+@contextlib.contextmanager
+def reading(what: str) -> Iterator[None]:
+    """Run a loader: any fault while reading ``what`` (e.g. ``"the trace file"``) becomes one ``TraceFormatError``.
+
+    A ``TraceFormatError`` raised inside passes through unchanged. Anything unexpected is logged with its traceback
+    (it may be a bug) and reported to the person as a file that cannot be read.
+
+    Raises:
+        TraceFormatError: always, for any exception raised inside.
+    """
+    try:
+        yield
+    except TraceFormatError:
+        raise
+    except (MemoryError, RecursionError, zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError,
+            UnicodeDecodeError, ValueError, KeyError, struct.error, Image.DecompressionBombError, InputError) as error:
+        raise TraceFormatError(f"{what} cannot be read: {describe(error)}") from None
+    except Exception as error:  # noqa: BLE001 - a loader must never crash the app; the log keeps the details
+        logger.exception("unexpected fault while reading %s", what)
+        raise TraceFormatError(f"{what} cannot be read: {describe(error)}") from None
+
+
+# ------------------------------------------------------------------ member names
+
+
+def check_member_name(name: str, what: str) -> None:
+    """Refuse a member name that could point outside its folder (absolute, ``..``, backslash, drive letter, NUL).
+
+    Raises:
+        TraceFormatError: the name is unsafe; the message names it.
+    """
+    parts = name.removesuffix("/").split("/")  # a folder entry ends with "/"
+    if (not name or name.startswith("/") or "\\" in name or "\0" in name or _DRIVE.match(name)
+            or any(part in ("", ".", "..") for part in parts)):
+        raise TraceFormatError(
+            f"{what} holds a file named {name!r}, which points outside its folder: this is not a file saved by "
+            "SAM3 Agent (it may be damaged or hostile), so nothing in it was read"
+        )
+
+
+# ------------------------------------------------------------------ .zip
+
+
+def check_member(info: zipfile.ZipInfo, what: str) -> None:
+    """Refuse a ``.zip`` member this app never reads: an unsafe name (``check_member_name``), a link, an encrypted
+    member or one compressed with a method Python's ``zipfile`` cannot inflate.
+
+    Raises:
+        TraceFormatError: the message names the member and what to do.
+    """
+    check_member_name(info.filename, what)
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise TraceFormatError(f"{what} holds a link ({info.filename!r}); a trace holds only plain files")
+    if info.flag_bits & 0x1:
+        raise TraceFormatError(f"{what} holds an encrypted file ({info.filename!r}); save it without a password")
+    if info.compress_type not in _ZIP_METHODS:
+        raise TraceFormatError(f"{info.filename!r} in {what} is compressed with a method this app does not read; "
+                               "save it again with ordinary (deflate) compression")
+
+
+class ZipFiles:
+    """The members of a ``.zip``, checked on opening and read within a budget (see the module docstring).
+
+    Args:
+        source: the ``.zip``'s bytes, or its path.
+        what: how the file is named in messages (``"the trace .zip"``).
+        max_bytes: largest accepted ``.zip`` as stored.
+        max_unpacked: budget of inflated bytes for all members together (declared and really read).
+
+    Raises:
+        TraceFormatError: empty, too large, not a ``.zip``, or holding an unsafe, linked, encrypted, duplicated or
+            too large member.
+    """
+
+    def __init__(self, source: bytes | str | Path, what: str, max_bytes: int = MAX_ZIP_BYTES,
+                 max_unpacked: int = MAX_UNPACKED_BYTES) -> None:
+        self.what = what
+        size = len(source) if isinstance(source, (bytes, bytearray)) else Path(source).stat().st_size
+        if size == 0:
+            raise TraceFormatError(f"{what} is empty")
+        if size > max_bytes:
+            raise TraceFormatError(f"{what} is larger than {max_bytes // (1024 * 1024)} MB")
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+        except zipfile.BadZipFile:
+            raise TraceFormatError("the file is not a .zip trace or bundle (saved by SAM3 Agent)") from None
+        try:
+            self._infos = self._check(self._zip.infolist(), max_unpacked)
+        except BaseException:
+            self._zip.close()
+            raise
+        self._left = max_unpacked
+
+    def _check(self, infos: list[zipfile.ZipInfo], max_unpacked: int) -> dict[str, zipfile.ZipInfo]:
+        what = self.what
+        if len(infos) > MAX_ZIP_MEMBERS:
+            raise TraceFormatError(f"{what} has {len(infos):,} files; a trace has at most {MAX_ZIP_MEMBERS:,}")
+        found: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            check_member(info, what)
+            if info.filename in found:
+                raise TraceFormatError(f"{what} holds {info.filename!r} twice; a trace names each file once")
+            found[info.filename] = info
+        declared = sum(info.file_size for info in infos)
+        if declared > max_unpacked:
+            raise TraceFormatError(f"{what} would take {declared / 1024**2:,.0f} MB once unpacked, above the "
+                                   f"{max_unpacked // (1024 * 1024)} MB this app reads")
+        return found
+
+    def names(self) -> set[str]:
+        return set(self._infos)
+
+    def read(self, name: str) -> bytes:
+        """The inflated bytes of member ``name``, read in chunks against its declared size and the budget.
+
+        Raises:
+            KeyError: no such member.
+            TraceFormatError: the member inflates past its declared size or the budget, or is damaged.
+        """
+        info = self._infos[name]
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            with self._zip.open(info) as member:
+                while chunk := member.read(READ_CHUNK_BYTES):
+                    total += len(chunk)
+                    if total > info.file_size or total > self._left:
+                        raise TraceFormatError(f"{name!r} in {self.what} inflates past the size it declares: the "
+                                               "file is damaged or hostile, so it was not read")
+                    chunks.append(chunk)
+        except TraceFormatError:
+            raise
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError) as error:
+            raise TraceFormatError(f"{name!r} in {self.what} cannot be read: {describe(error)}") from None
+        self._left -= total
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self._zip.close()
+
+    def __enter__(self) -> ZipFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def is_zip_with(source: bytes | str | Path, name: str) -> bool:
+    """True when ``source`` (bytes or a path) is a readable ``.zip`` holding a member ``name`` (nothing is inflated)."""
+    try:
+        opened = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+    with opened:
+        return name in opened.namelist()
+
+
+# ------------------------------------------------------------------ folder
+
+
+class FolderFiles:
+    """The files of a trace folder, each a regular file inside it and at most ``max_file`` bytes.
+
+    Raises (on ``read``):
+        KeyError: no such file.
+        TraceFormatError: an unsafe name, a file that is not a regular file (a FIFO, a device, a folder) or that
+            lies outside the folder through a link, or one larger than ``max_file``.
+    """
+
+    def __init__(self, folder: str | Path, what: str, max_file: int = MAX_FILE_BYTES) -> None:
+        self.folder = Path(folder)
+        self.what = what
+        self.max_file = max_file
+        self._read: set[str] = set()
+
+    def names(self) -> set[str]:
+        return set(self._read)
+
+    def read(self, name: str) -> bytes:
+        check_member_name(name, self.what)
+        path = self.folder / name
+        try:
+            resolved = path.resolve(strict=True)
+        except FileNotFoundError:
+            raise KeyError(name) from None
+        if not resolved.is_relative_to(self.folder.resolve()):
+            raise TraceFormatError(f"{name!r} in {self.what} is a link to a file outside the folder; copy the file "
+                                   "itself into the folder")
+        info = resolved.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise TraceFormatError(f"{name!r} in {self.what} is not a regular file (a pipe, device or folder?)")
+        if info.st_size > self.max_file:
+            raise TraceFormatError(f"{name!r} in {self.what} is larger than {self.max_file // (1024 * 1024)} MB")
+        with open(resolved, "rb") as handle:
+            data = handle.read(self.max_file + 1)
+        if len(data) > self.max_file:
+            raise TraceFormatError(f"{name!r} in {self.what} is larger than {self.max_file // (1024 * 1024)} MB")
+        self._read.add(name)
+        return data
+
+
+def regular_file(path: str | Path, what: str) -> Path:
+    """``path`` when it is an existing regular file (not a folder, FIFO or device).
+
+    Raises:
+        TraceFormatError: missing, or not a regular file.
+    """
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise TraceFormatError(f"{what} {str(path)!r} does not exist; check the path") from None
+    except OSError as error:
+        raise TraceFormatError(f"{what} {str(path)!r} cannot be read: {describe(error)}") from None
+    if not stat.S_ISREG(mode):
+        raise TraceFormatError(f"{what} {str(path)!r} is not a regular file (a folder, pipe or device?)")
+    return path
+
+
+# ------------------------------------------------------------------ contents
+
+
+def read_json(files: TraceFiles, name: str, what: str) -> Any:
+    """The JSON document in file ``name``.
+
+    Raises:
+        KeyError: no such file.
+        TraceFormatError: not UTF-8, not JSON, nested too deeply, or numbers too long.
+    """
+    data = files.read(name)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except json.JSONDecodeError as error:
+        raise TraceFormatError(f"{name} in {what} is not valid JSON (line {error.lineno}, column {error.colno}: "
+                               f"{error.msg})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise TraceFormatError(f"{name} in {what} cannot be read: {describe(error)}") from None
+
+
+class DecodeBudget:
+    """Bytes that one load may still decode into pixels (``MAX_DECODED_BYTES`` by default); share one per load."""
+
+    def __init__(self, max_bytes: int = MAX_DECODED_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.left = max_bytes
+
+    def take(self, count: int, what: str) -> None:
+        """Count ``count`` bytes about to be decoded. Raises TraceFormatError (before any allocation) past the budget."""
+        if count > self.left:
+            raise TraceFormatError(f"{what}: this file's images and masks would take more than "
+                                   f"{self.max_bytes / 1024**3:g} GB once decoded, so it is not loaded")
+        self.left -= count
+
+
+def view_size_limit(width: int, height: int) -> tuple[int, int]:
+    """The largest (width, height) of any image the renderer makes of a ``width`` x ``height`` photo.
+
+    Overlays and single-mask views are the photo's size; a zoom view puts two crops side by side, each at most the
+    photo's size or upscaled to ``imaging.render.ZOOM_MIN_LONG_SIDE`` px on its longer side.
+    """
+    side_w, side_h = max(width, ZOOM_MIN_LONG_SIDE), max(height, ZOOM_MIN_LONG_SIDE)
+    return 2 * side_w + ZOOM_SEPARATOR_WIDTH, side_h
+
+
+def check_image_size(data: bytes, what: str, max_size: tuple[int, int] | None = None,
+                     max_pixels: int = MAX_PIXELS, budget: DecodeBudget | None = None) -> tuple[int, int]:
+    """The (width, height) an encoded image declares in its header, checked before any pixel is decoded: at most
+    ``max_size`` (width, height) and ``max_pixels`` pixels, counted against ``budget`` (3 bytes a pixel).
+
+    Raises:
+        TraceFormatError: not an image, or larger than allowed.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+    except Image.DecompressionBombError:  # Pillow refuses headers above twice its MAX_IMAGE_PIXELS unread
+        raise TraceFormatError(f"{what} has far more pixels than this trace's images can have ({max_pixels:,} at "
+                               "most): the file is damaged or was not saved by SAM3 Agent") from None
+    except (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, zlib.error) as error:
+        raise TraceFormatError(f"{what} is missing or unreadable: {describe(error)}") from None
+    if width * height > max_pixels or (max_size is not None and (width > max_size[0] or height > max_size[1])):
+        limit = f"{max_size[0]}x{max_size[1]}" if max_size is not None else f"{max_pixels:,} pixels"
+        raise TraceFormatError(f"{what} is {width}x{height} pixels, larger than this trace's images can be "
+                               f"({limit}): the file is damaged or was not saved by SAM3 Agent")
+    if budget is not None:
+        budget.take(3 * width * height, what)
+    return width, height
+
+
+def decode_image(data: bytes, what: str, max_size: tuple[int, int] | None = None,
+                 max_pixels: int = MAX_PIXELS, budget: DecodeBudget | None = None) -> Image.Image:
+    """Decode an image of a trace after checking its header (``check_image_size``); returns it in mode RGB.
+
+    Raises:
+        TraceFormatError: not an image, corrupt, or larger than allowed (checked before any pixel is decoded).
+    """
+    check_image_size(data, what, max_size, max_pixels, budget)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+            image.load()
+        return image if image.mode == "RGB" else image.convert("RGB")
+    except (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, zlib.error) as error:
+        raise TraceFormatError(f"{what} is missing or unreadable: {describe(error)}") from None
+
+
+# ------------------------------------------------------------------ masks
+
+
+def mask_counts_for_image(rles: Any, height: int, width: int, what: str,
+                          budget: DecodeBudget | None = None) -> tuple[bytes, ...]:
+    """The compressed counts of a file's masks, after checking every RLE against the image (``check_rle``), the
+    number of masks and the budget (1 byte a pixel: what the masks take once drawn); nothing is decoded.
+
+    Args:
+        rles: list of COCO RLE dicts read from a file.
+        height, width: the image's size in pixels (the trace's raw image).
+        what: names the masks in messages (``"mask 3 of round 2"``).
+        budget: decoded bytes left for this load (one per load, shared by all its masks).
+
+    Returns:
+        one ``bytes`` of COCO compressed counts per mask, in order.
+
+    Raises:
+        TraceFormatError: not a list, too many masks, a mask that does not fit the image, over the budget.
+    """
+    if not isinstance(rles, list):
+        raise TraceFormatError(f"{what}: expected a list of RLE masks")
+    if len(rles) > MAX_MASKS_PER_RECORD:
+        raise TraceFormatError(f"{what}: {len(rles):,} masks in one record; a trace holds at most "
+                               f"{MAX_MASKS_PER_RECORD:,}")
+    for number, rle in enumerate(rles, start=1):
+        check_rle(rle, height, width, f"{what}, mask {number}" if len(rles) > 1 else what)
+    if budget is not None:
+        budget.take(len(rles) * height * width, what)
+    try:
+        return validated_counts(rles, height, width)[0]
+    except ValueError as error:
+        raise TraceFormatError(f"{what} is malformed: {error}") from None
+
+
+def masks_for_image(rles: Any, height: int, width: int, what: str, budget: DecodeBudget | None = None) -> np.ndarray:
+    """Decode the masks of a file after ``mask_counts_for_image``'s checks.
+
+    Returns:
+        bool (N, height, width).
+
+    Raises:
+        TraceFormatError: see ``mask_counts_for_image``.
+    """
+    mask_counts_for_image(rles, height, width, what, budget)
+    return decode_rle(rles, height=height, width=width)
+
+
+def check_edit_masks(edits: Any, height: int, width: int) -> None:
+    """Check that every mask an edit carries (``mask`` / ``stroke``, an ``edit_ops.MaskRle``) is the image's size.
+
+    Raises:
+        TraceFormatError: an edit's mask of another size (e.g. transposed); the message names the edit.
+    """
+    for number, op in enumerate(edits, start=1):
+        for field in ("mask", "stroke"):
+            rle = getattr(op, field, None)
+            if rle is not None and (rle.height, rle.width) != (height, width):
+                raise TraceFormatError(f"edit {number} holds a {field} of {rle.width}x{rle.height} pixels (width x "
+                                       f"height) but the image is {width}x{height}: every mask must be the size of "
+                                       "the image")

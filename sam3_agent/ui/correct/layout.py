@@ -1,0 +1,155 @@
+"""The "Correct" tab: one zoomable canvas for clicks and the brush, the mask list, bring-in, undo/redo, export and
+import, wired to ``ui.correct.handlers.CorrectHandlers``.
+
+The canvas (``canvas.js`` in a ``gr.HTML``) shows the corrected answer; the tool picker says what a click or a drag
+does there; keyboard shortcuts (listed under the canvas) cover the frequent actions. The agent's own answer is one
+slider away (``gr.ImageSlider``, in a closed accordion). ``build_correct_tab`` returns the components other tabs need
+("Correct these masks" in the Run tab and "Correct this trace" in the Inspect tab load a trace here and bring this tab
+to the front).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from ...imaging.render import FILL_ALPHA
+from ..html import render_status
+from ..view import StatusLine
+from .handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs
+from .session import TOOL_SELECT, TOOLS
+from .view import render_canvas
+
+CORRECT_TAB_ID = "correct"
+FILE_HEIGHT = 110  # px, the download and upload boxes
+DEFAULT_BRUSH_PX = 16  # brush diameter in the photo's shown pixels
+# the canvas script, with the tool order of the picker filled in
+CANVAS_JS = Path(__file__).with_name("canvas.js").read_text(encoding="utf-8").replace("__TOOLS__", json.dumps(list(TOOLS)))
+SHORTCUTS = (
+    "**Tools**: *Select* a mask or *Show / hide* it by clicking on it; *Point on* / *Point off*: SAM 3's point model "
+    "makes a mask from your clicks on (+) and off (-) the object, or refines the selected one; *Paint* adds what you "
+    "brush to the selected mask (or makes a new one), *Erase* removes it. With no mask selected, clicks and strokes "
+    "make a new mask.  \n"
+    "**Keys** (while this tab shows): **1**-**6** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
+    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing · **O** outlines on/off · **[** / **]** "
+    "brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag pan. Mouse: the wheel zooms; with "
+    "a click tool, a drag pans."
+)
+
+CORRECT_CSS = """
+table.correct-masks {font-size: 13px; width: 100%;} table.correct-masks td, table.correct-masks th {padding: 2px 6px;}
+table.correct-masks tr.mask-off td {color: var(--body-text-color); opacity: 0.75; text-decoration: line-through;}
+table.correct-masks tr.mask-selected td {background: #fef3c7; color: #111; font-weight: 600;}
+.cv-viewport {position: relative; height: min(64vh, 640px, 95vw); overflow: hidden; background: #1f2937; border-radius: 6px;
+  touch-action: none; cursor: crosshair; user-select: none;}
+.cv-viewport:focus-visible {outline: 2px solid #2563eb;}
+.cv-stage {position: absolute; left: 0; top: 0; transform-origin: 0 0;}
+.cv-stage img, .cv-stage canvas {position: absolute; left: 0; top: 0; max-width: none; image-rendering: auto;}
+.cv-stage canvas {pointer-events: none;}
+.cv-none {display: flex; align-items: center; justify-content: center; height: 160px; cursor: default;}
+.cv-empty {color: #f9fafb; padding: 16px; text-align: center;}
+.cv-zoom {position: absolute; right: 8px; top: 8px; display: flex; gap: 4px; align-items: center;
+  background: rgba(255,255,255,.92); border-radius: 6px; padding: 3px 6px; color: #111; font-size: 13px;}
+.cv-zoom button {border: 1px solid #6b7280; background: #fff; color: #111; border-radius: 4px; padding: 0 8px;
+  cursor: pointer; min-width: 28px;}
+.cv-level {min-width: 44px; text-align: right;}
+"""
+
+
+@dataclass(frozen=True)
+class CorrectView:
+    """The Correct tab's components: ``outputs`` in ``CorrectOutputs`` order (what every loader returns)."""
+
+    session: gr.State
+    outputs: list[Any]
+
+
+def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
+    """The tab's components and events (call inside ``tabs``); on ZeroGPU only the point model's call takes a GPU
+    (``CorrectHandlers``' ``gpu``)."""
+    with gr.Tab("Correct", id=CORRECT_TAB_ID, elem_id="tab-correct"):
+        # only the session's key: the session itself lives in handlers.sessions, bounded in time and memory
+        session = gr.State(None, time_to_live=handlers.sessions.ttl_s, delete_callback=handlers.forget)
+        status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=7, min_width=360):
+                gr.Radio([(label, key) for key, label in TOOLS.items()], value=TOOL_SELECT, show_label=False,
+                                elem_id="canvas-tool", container=False, interactive=True)  # read by the script
+                with gr.Row():
+                    gr.Slider(2, 120, value=DEFAULT_BRUSH_PX, step=2, label="Brush size (px of the photo)",
+                              elem_id="brush-size", min_width=160, interactive=True)  # read by the script
+                    opacity = gr.Slider(0.0, 1.0, value=FILL_ALPHA, step=0.05, label="Mask opacity",
+                                        elem_id="mask-opacity", min_width=160)
+                    outline = gr.Checkbox(False, label="Outlines only (O)", elem_id="outline-mode", min_width=120)
+                canvas = gr.HTML(render_canvas(None), elem_id="correct-canvas", js_on_load=CANVAS_JS)
+                gr.Markdown(SHORTCUTS, elem_id="correct-shortcuts")
+                with gr.Accordion("Compare with the agent's answer", open=False, elem_id="compare-accordion"):
+                    compare = gr.ImageSlider(label="Agent's answer | corrected answer", format="png",
+                                             interactive=False, elem_id="correct-compare")
+            with gr.Column(scale=4, min_width=320):
+                with gr.Row():
+                    undo = gr.Button("Undo (Z)", elem_id="undo-btn", interactive=False, size="sm")
+                    redo = gr.Button("Redo (Y)", elem_id="redo-btn", interactive=False, size="sm")
+                shown = gr.CheckboxGroup([], label="Masks in the corrected answer (uncheck to hide)",
+                                         elem_id="mask-toggles")
+                selected = gr.Dropdown([], label="Selected mask (clicks and brush act on it)", elem_id="selected-mask")
+                label = gr.Dropdown([], label="Label of the selected mask: pick one used before, or type a new one",
+                                    allow_custom_value=True, elem_id="mask-label")
+                with gr.Row():
+                    set_label = gr.Button("Set label", elem_id="label-btn", size="sm")
+                    delete = gr.Button("Delete the selected mask (Del)", variant="stop", elem_id="delete-btn",
+                                       size="sm")
+                table = gr.HTML(elem_id="correct-masks")
+                with gr.Accordion("Bring in a mask from any round", open=False, elem_id="bring-in"):
+                    with gr.Row():
+                        round_pick = gr.Dropdown([], label="Round", elem_id="bring-round", scale=2)
+                        number_pick = gr.Dropdown([], label="Mask number", elem_id="bring-number", scale=1)
+                    preview = gr.Image(label="That round's masks", format="png", interactive=False,
+                                       elem_id="bring-preview", height=240)
+                    bring = gr.Button("Bring in this mask", elem_id="bring-btn", size="sm")
+                with gr.Accordion("Export and import", open=True, elem_id="correct-export"):
+                    with gr.Row():
+                        coco = gr.Button("COCO JSON", elem_id="export-coco-btn", size="sm")
+                        pngs = gr.Button("PNG masks (.zip)", elem_id="export-png-btn", size="sm")
+                        bundle = gr.Button("Bundle (.zip)", elem_id="export-bundle-btn", size="sm")
+                        trace = gr.Button("Trace (.zip)", elem_id="export-trace-btn", size="sm")
+                    download = gr.File(label="Download", interactive=False, elem_id="correct-download",
+                                       height=FILE_HEIGHT)
+                    upload = gr.File(label="Import a bundle or trace .zip", file_types=[".zip"], type="filepath",
+                                     elem_id="correct-file", height=FILE_HEIGHT)
+
+    outputs = [session, status, canvas, compare, shown, selected, label, table, undo, redo, round_pick, number_pick,
+               preview, tabs]
+    if len(outputs) != len(CorrectOutputs._fields):  # a programming error, caught by the first test that builds the page
+        raise RuntimeError("the Correct tab's outputs do not match CorrectOutputs")
+    # Every Correct-tab event reads and replaces the session's whole edit state: two in flight at once (a quick
+    # select then delete) would each start from the same state and the later one would undo the other. One
+    # shared queue runs them one at a time, in order; each takes milliseconds (a point click, one model call).
+    serial = {"concurrency_id": "correct-edits", "concurrency_limit": 1}
+    quiet = {"api_visibility": "private", "show_progress": "hidden", **serial}
+    canvas.select(handlers.canvas, inputs=[session], outputs=outputs, **quiet)
+    for control in (opacity, outline):
+        control.input(handlers.style, inputs=[session, opacity, outline], outputs=outputs, **quiet)
+    shown.input(handlers.set_shown, inputs=[session, shown], outputs=outputs, **quiet)
+    selected.input(handlers.select, inputs=[session, selected], outputs=outputs, **quiet)
+    set_label.click(handlers.relabel, inputs=[session, label], outputs=outputs, **quiet)
+    label.input(handlers.relabel, inputs=[session, label], outputs=outputs, **quiet)
+    delete.click(handlers.delete, inputs=[session], outputs=outputs, **quiet)
+    undo.click(handlers.undo, inputs=[session], outputs=outputs, **quiet)
+    redo.click(handlers.redo, inputs=[session], outputs=outputs, **quiet)
+    bring.click(handlers.bring_in, inputs=[session, round_pick, number_pick], outputs=outputs, **quiet)
+    round_pick.input(handlers.pick_round, inputs=[session, round_pick], outputs=[number_pick, preview], **quiet)
+    for button, export in ((coco, handlers.export_coco), (pngs, handlers.export_pngs),
+                           (bundle, handlers.export_bundle), (trace, handlers.export_trace)):
+        button.click(export, inputs=[session], outputs=[status, download], **quiet)
+    # the upload box is emptied afterwards (read or refused), ready for the next file
+    def upload_file(path: str | None, previous: str | None, request: gr.Request) -> tuple[Any, ...]:
+        return (*handlers.upload(path, previous, request), None)
+
+    upload.upload(upload_file, inputs=[upload, session], outputs=[*outputs, upload], api_visibility="private",
+                  **serial)
+    return CorrectView(session, outputs)

@@ -1,0 +1,2 @@
+"""The "Inspect a trace" tab: a saved trace or bundle stepped through round by round, without a model.
+"""

@@ -1,0 +1,133 @@
+"""Handlers of the "Inspect a trace" tab: a saved trace (or bundle) .zip stepped through round by round.
+
+``load_trace`` reads the file; ``show_round`` gives one round with its reasoning open, its context and the
+timeline of every round (tool, outcome, time, tokens); ``step_round`` and ``pick_round`` (a timeline row
+clicked) move between rounds. No model is needed. The loaded trace lives in the tab's ``gr.State``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+from PIL import Image
+
+from ...errors import TraceFormatError
+from ...trace.safe_read import reading
+from ...types import Trace
+from ..correct.session import trace_from_upload
+from ..html import ImageUrls, render_context, render_final_masks, render_round, render_status, render_timeline
+from ..run.runner import display_overlay
+from ..view import (
+    InspectedRound,
+    StatusLine,
+    final_mask_rows,
+    final_status_line,
+    model_name,
+    sentence,
+    timeline_rows,
+    trace_round_views,
+)
+
+logger = logging.getLogger(__name__)
+
+INSPECT_CONTEXT_PLACEHOLDER = "The context of the round you open appears here."
+INSPECT_EMPTY = "Upload a trace .zip saved by this app (a run's downloads, or an export of the Correct tab)."
+
+
+@dataclass
+class InspectedTrace:
+    """A loaded trace and its views (kept in the inspection tab's ``gr.State``)."""
+
+    trace: Trace
+    rounds: list[InspectedRound]
+    urls: ImageUrls
+
+
+def final_image(trace: Trace) -> Image.Image | None:
+    """The numbered overlay of the trace's final masks at most ``ui.run.runner.DISPLAY_SIDE`` px on its longer side
+    (what the Run tab shows: ``runner.display_overlay``), or ``None`` when it has none."""
+    return display_overlay(trace)
+
+
+def round_number(value: Any) -> int | None:
+    """A typed round number as an int (2.0 -> 2), or ``None`` when it is empty, fractional or not finite."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() else None
+
+
+class InspectHandlers:
+    """The Inspect tab's handlers; ``warn`` shows a message to the user (``gr.Warning`` in the app)."""
+
+    def __init__(self, warn: Callable[[str], None]) -> None:
+        self.warn = warn
+
+    def load_trace(self, path: str | None) -> tuple[InspectedTrace | None, str, Any, Any, Image.Image | None, str]:
+        """Load an uploaded trace .zip or bundle .zip; returns (state, message, round number, round navigation
+        (shown only with a trace), final overlay, final masks).
+
+        A malformed or oversized file gives a clear message (and a warning) instead of a state.
+        """
+        hidden = gr.update(visible=False)
+        if not path:
+            return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, None, ""
+        try:
+            with reading("the uploaded file"):  # any fault while reading it becomes the project's message
+                trace = trace_from_upload(path)  # a trace .zip or a bundle .zip, read within bounds
+                rounds = trace_round_views(trace)
+        except TraceFormatError as error:
+            message = sentence(f"Cannot read this trace: {error}")
+            self.warn(message)
+            return None, render_status(StatusLine("error", message)), 1, hidden, None, ""
+        state = InspectedTrace(trace, rounds, ImageUrls())
+        line = final_status_line(trace)
+        text = f"Query: {trace.query!r}. {line.text} VLM: {model_name(trace.settings.get('vlm_model') or trace.settings.get('vlm'))}."
+        if trace.edits:
+            count = len(trace.edits)
+            text += (f" {count} hand correction{'s' if count != 1 else ''} saved with it: press 'Correct this trace' "
+                     "to see them and go on editing.")
+        return (state, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
+                final_image(trace), render_final_masks(final_mask_rows(trace.final_masks)))
+
+    @staticmethod
+    def show_round(state: InspectedTrace | None, number: float | None) -> tuple[str, str, str]:
+        """(round view, context panel, timeline) of round ``number`` (1-based) of the loaded trace.
+
+        Reasoning is open (a trace is read, not watched). A number outside the trace shows a message
+        that says which rounds exist, and the timeline to pick one from.
+        """
+        if state is None or not state.rounds:
+            return "", render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER), ""
+        count = len(state.rounds)
+        timeline = timeline_rows(state.trace)
+        wanted = round_number(number)
+        if wanted is None or not 1 <= wanted <= count:
+            which = "round 1" if count == 1 else f"rounds 1 to {count}"
+            asked = "This is not a round number" if wanted is None else f"There is no round {wanted}"
+            message = StatusLine("error", f"{asked}: this trace has {which}. Pick one in the timeline.")
+            return (render_status(message), render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER),
+                    render_timeline(timeline))
+        shown = state.rounds[wanted - 1]
+        return (render_round(shown.round, state.urls, reasoning_open=True), render_context(shown.context, state.urls),
+                render_timeline(timeline, current=wanted))
+
+    @staticmethod
+    def step_round(state: InspectedTrace | None, number: float | None, delta: int) -> int:
+        """The round number after moving ``delta`` rounds (kept within the trace)."""
+        count = len(state.rounds) if state is not None else 1
+        current = round_number(number) or 1
+        return min(max(current + delta, 1), max(count, 1))
+
+    @staticmethod
+    def pick_round(event: gr.SelectData) -> Any:
+        """The round number of the timeline row that was clicked (``event.index``), or no change."""
+        try:
+            return int(event.index)
+        except (TypeError, ValueError, AttributeError):
+            return gr.skip()
