@@ -6,7 +6,7 @@ RLE by ``read_mask_set`` (the one place mask data read from a file is validated:
 same normalisation the run applied, so its pixels are the run's), stored images by ``safe_read.decode_image``
 within the largest view of the photo. What one load decodes is bounded by one ``trace.safe_read.DecodeBudget``.
 Callers read files through ``trace.safe_read`` (``FolderFiles`` / ``ZipFiles``) inside ``safe_read.reading``. Views come back as
-recipes (``imaging.render.MaskView``) and are rendered when first looked at.
+recipes (``imaging.views.MaskView``) and are rendered when first looked at.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from PIL import Image
 from ..edit_ops import op_from_json
 from ..errors import InputError, TraceFormatError, describe
 from ..images import file_name_of, load_image
-from ..imaging.render import RENDERER_VERSION, MaskView
+from ..imaging.views import RENDERER_VERSION, MaskView
 from ..mask_set import Masks
 from ..messages import ImagePart, Message, Part, TextPart
 from ..types import SCHEMA_VERSION, MaskVerdict, ToolResult, Trace

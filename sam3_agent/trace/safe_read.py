@@ -38,7 +38,7 @@ from PIL import Image
 
 from ..errors import InputError, TraceFormatError, describe
 from ..images import MAX_PIXELS
-from ..imaging.render import ZOOM_MIN_LONG_SIDE, ZOOM_SEPARATOR_WIDTH
+from ..imaging.views import ZOOM_MIN_LONG_SIDE, ZOOM_SEPARATOR_WIDTH
 from ..rle import check_rle, decode_rle, validated_counts
 
 logger = logging.getLogger(__name__)
@@ -330,7 +330,7 @@ def view_size_limit(width: int, height: int) -> tuple[int, int]:
     """The largest (width, height) of any image the renderer makes of a ``width`` x ``height`` photo.
 
     Overlays and single-mask views are the photo's size; a zoom view puts two crops side by side, each at most the
-    photo's size or upscaled to ``imaging.render.ZOOM_MIN_LONG_SIDE`` px on its longer side.
+    photo's size or upscaled to ``imaging.views.ZOOM_MIN_LONG_SIDE`` px on its longer side.
     """
     side_w, side_h = max(width, ZOOM_MIN_LONG_SIDE), max(height, ZOOM_MIN_LONG_SIDE)
     return 2 * side_w + ZOOM_SEPARATOR_WIDTH, side_h
