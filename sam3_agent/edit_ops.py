@@ -49,7 +49,7 @@ class MaskRle:
         """Read ``{"size": [H, W], "counts": str}``; raises TraceFormatError when malformed or undecodable.
 
         The runs are checked now (without decoding) rather than at replay; the loader checks the size against the
-        image (``safe_read.check_edit_masks``)."""
+        image (``safe_decode.check_edit_masks``)."""
         try:
             height, width = (int(v) for v in data["size"])
         except (KeyError, TypeError, ValueError):

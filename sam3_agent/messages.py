@@ -36,7 +36,7 @@ class TextPart:
 
 
 class DerivedImage(Protocol):
-    """A view that can be rendered again from what a trace stores (e.g. ``imaging.render.MaskView``: the photo and masks)."""
+    """A view that can be rendered again from what a trace stores (e.g. ``imaging.views.MaskView``: the photo and masks)."""
 
     def render(self) -> Image.Image:
         """The view's pixels (deterministic: the same inputs give the same pixels)."""

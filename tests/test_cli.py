@@ -11,8 +11,8 @@ from conftest import ASSETS, tool
 from PIL import Image
 
 from sam3_agent.cli.main import main
+from sam3_agent.imaging.overlay import render_numbered_overlay
 from sam3_agent.imaging.postprocess import postprocess_masks
-from sam3_agent.imaging.render import render_numbered_overlay
 from sam3_agent.presets import tiny_model_paths
 from sam3_agent.rle import decode_rle
 from sam3_agent.sam.segmenter import Sam3Segmenter

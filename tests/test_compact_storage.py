@@ -11,13 +11,8 @@ import pytest
 from conftest import photo, rect_mask
 
 from sam3_agent import rle
-from sam3_agent.imaging.render import (
-    MaskView,
-    render_mask_views,
-    render_numbered_overlay,
-    render_overlay_scaled,
-    view_part,
-)
+from sam3_agent.imaging.overlay import render_numbered_overlay, render_overlay_scaled
+from sam3_agent.imaging.views import MaskView, render_mask_views, view_part
 from sam3_agent.mask_set import Masks
 from sam3_agent.messages import RENDERED_VIEWS, ImagePart, RenderedViews
 

@@ -25,7 +25,8 @@ import torch
 from PIL import Image
 
 from sam3_agent.engine.sampling import GREEDY, Sampling
-from sam3_agent.imaging.render import render_numbered_overlay, render_single_mask, render_zoom_view
+from sam3_agent.imaging.overlay import render_numbered_overlay
+from sam3_agent.imaging.views import render_single_mask, render_zoom_view
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.vlm.base import generate

@@ -9,7 +9,7 @@ from conftest import KnownSegmenter, photo, tool
 
 from sam3_agent.agent.loop import Agent, AgentConfig
 from sam3_agent.errors import InputError
-from sam3_agent.imaging.render import render_zoom_view
+from sam3_agent.imaging.views import render_zoom_view
 from sam3_agent.messages import ImagePart, Message, TextPart
 from sam3_agent.vlm.image_fit import (
     DEFAULT_LIMITS,

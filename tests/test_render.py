@@ -8,15 +8,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sam3_agent.imaging.render import (
+from sam3_agent.imaging.draw import DrawStyle, mask_colors
+from sam3_agent.imaging.labels import label_boxes, label_point
+from sam3_agent.imaging.overlay import render_numbered_overlay
+from sam3_agent.imaging.views import (
     ZOOM_MIN_LONG_SIDE,
     ZOOM_SEPARATOR_COLOR,
     ZOOM_SEPARATOR_WIDTH,
-    DrawStyle,
-    label_boxes,
-    label_point,
-    mask_colors,
-    render_numbered_overlay,
     render_single_mask,
     render_zoom_view,
     zoom_crop_box,
@@ -286,7 +284,7 @@ def test_zoom_view_of_empty_mask_is_an_error(astronaut):
 
 
 def test_label_candidates_are_the_head_of_a_stable_descending_sort():
-    from sam3_agent.imaging.render import _deepest_first
+    from sam3_agent.imaging.labels import _deepest_first
 
     rng = np.random.default_rng(0)
     for _ in range(300):

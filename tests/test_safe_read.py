@@ -260,7 +260,7 @@ def test_deeply_nested_json_is_refused(trace_zip, tmp_path, loader):
 
 @pytest.mark.parametrize("loader", [via_zip_bytes, via_inspect_tab, via_correct_tab])
 def test_running_out_of_memory_while_decoding_is_reported_in_words(any_zip, tmp_path, loader, monkeypatch):
-    import sam3_agent.trace.safe_read as safe_read
+    import sam3_agent.trace.safe_decode as safe_read
 
     def no_memory(*args, **kwargs):
         raise MemoryError

@@ -17,7 +17,7 @@ from sam3_agent.agent.verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, ver
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import InputError
 from sam3_agent.events import MaskVerdictReady
-from sam3_agent.imaging.render import render_single_mask, render_zoom_view
+from sam3_agent.imaging.views import render_single_mask, render_zoom_view
 from sam3_agent.mask_set import Masks
 from sam3_agent.messages import Generation, ImagePart, Message
 from sam3_agent.tiny.qwen import build_tiny_qwen

@@ -16,7 +16,7 @@ from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.engine.kv_prefix import ImageSpan, TokenSequence, common_prefix_length
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError
-from sam3_agent.imaging.render import render_numbered_overlay
+from sam3_agent.imaging.overlay import render_numbered_overlay
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.vlm.base import generate

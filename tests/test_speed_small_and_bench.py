@@ -172,7 +172,7 @@ def test_piecewise_encoding_equals_the_processor_with_the_real_tokenizer(small):
 
     from sam3_agent.agent.verify import verification_messages
     from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
-    from sam3_agent.imaging.render import render_single_mask, render_zoom_view
+    from sam3_agent.imaging.views import render_single_mask, render_zoom_view
 
     astronaut = load_image(ASSETS / "astronaut.jpg")
     mask = fixed_masks(astronaut.width, astronaut.height).masks[0]

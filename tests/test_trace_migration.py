@@ -12,7 +12,8 @@ import pytest
 from sam3_agent.correct.edits import EditState
 from sam3_agent.correct.export import load_bundle
 from sam3_agent.edit_ops import BringInMask, BrushStroke, ClickMask, DeleteMask, RelabelMask, ToggleMask
-from sam3_agent.imaging.render import render_mask_views, render_numbered_overlay
+from sam3_agent.imaging.overlay import render_numbered_overlay
+from sam3_agent.imaging.views import render_mask_views
 from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
 from sam3_agent.types import SCHEMA_VERSION
 

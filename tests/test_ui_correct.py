@@ -19,7 +19,7 @@ from sam3_agent.correct.export import bundle_bytes, load_bundle
 from sam3_agent.correct.strokes import stroke_from_view_points
 from sam3_agent.edit_ops import BringInMask, ClickMask
 from sam3_agent.errors import BackendError, InputError
-from sam3_agent.imaging.render import blend_fill, mask_colors
+from sam3_agent.imaging.draw import blend_fill, mask_colors
 from sam3_agent.mask_set import Masks
 from sam3_agent.presets import Backends
 from sam3_agent.sam.tracker import PointMask, check_clicks

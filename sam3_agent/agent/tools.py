@@ -18,7 +18,7 @@ from PIL import Image
 
 from ..events import Event
 from ..imaging.postprocess import IOM_THRESHOLD, SCORE_THRESHOLD, postprocess_masks
-from ..imaging.render import MaskView, view_part
+from ..imaging.views import MaskView, view_part
 from ..mask_set import Masks
 from ..messages import Message, TextPart, ToolCall
 from ..sam.segmenter import Segmenter

@@ -26,7 +26,7 @@ from PIL import Image
 
 from ..errors import BackendError
 from ..events import Event, MaskVerdictReady
-from ..imaging.render import MaskView, render_mask_views
+from ..imaging.views import MaskView, render_mask_views
 from ..mask_set import Masks
 from ..messages import Generation, ImagePart, Message, TextPart
 from ..types import MaskVerdict

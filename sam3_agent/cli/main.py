@@ -44,7 +44,7 @@ from ..errors import (
     Sam3AgentError,
 )
 from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
-from ..imaging.render import render_numbered_overlay
+from ..imaging.overlay import render_numbered_overlay
 from ..mask_set import to_coco_results
 from ..messages import ToolCall
 from ..trace.encode import photo_file_of

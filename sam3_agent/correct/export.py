@@ -43,12 +43,11 @@ from ..edit_ops import AGENT_ORIGIN
 from ..errors import InputError, TraceFormatError, describe
 from ..rle import encode_rle
 from ..trace.io import TRACE_FILE, load_trace, trace_files, trace_from_json
+from ..trace.safe_decode import DecodeBudget, masks_for_image
 from ..trace.safe_read import (
     MAX_ZIP_BYTES,
-    DecodeBudget,
     ZipFiles,
     is_zip_with,
-    masks_for_image,
     read_json,
     reading,
     regular_file,

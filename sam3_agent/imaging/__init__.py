@@ -1,5 +1,12 @@
 """Images made from masks: post-processing of SAM 3's masks and what the model is shown (numbered overlays,
 single-mask views, zoomed views).
 
+- ``postprocess``: filtering, sorting and boxes of SAM 3's masks.
+- ``draw``: drawing primitives (mask colours, fill, contour, label box, ``DrawStyle``).
+- ``regions``: each mask's pixels over its box, from a bool array or a mask set (RLE), decoded once per view.
+- ``labels``: where each mask's number goes (``label_point``, ``label_boxes``).
+- ``overlay``: the numbered overlay, at full size or shrunk for a page.
+- ``views``: single-mask and zoom views, and ``MaskView`` (the recipe a trace stores; ``RENDERER_VERSION``).
+
 May import: the ground floor only.
 """

@@ -18,7 +18,7 @@ from ..agent.parsing import parse_response
 from ..agent.prompts import Prompts
 from ..agent.verify import verification_messages
 from ..images import load_image
-from ..imaging.render import render_single_mask, render_zoom_view
+from ..imaging.views import render_single_mask, render_zoom_view
 from ..messages import Generation, ImagePart, Message
 from ..sam.segmenter import Sam3Segmenter
 from .report import CheckResult

@@ -1,9 +1,10 @@
 """Saved runs: a trace encoded into its files (schema 2), decoded back (and schema 1 migrated), written after
-every round, and read within bounds when the file comes from outside (``trace.safe_read``).
+every round, and read within bounds when the file comes from outside (``safe_read``, ``safe_decode``).
 
 - ``io``: ``save_trace`` / ``load_trace`` and ``TraceWriter``, the entry points.
 - ``encode`` / ``decode`` / ``schema_v1``: the format; ``writer``: atomic folder writes and the per-round writer.
-- ``trace.safe_read``: bounded zip and folder reading, image and mask checks against the photo.
+- ``safe_read``: bounded reading of a ``.zip`` or a folder of files, and ``reading``, the boundary every loader
+  runs inside; ``safe_decode``: images and masks checked against the photo before decoding, one budget per load.
 
 May import: the ground floor and ``imaging`` (views are drawn again on load). Never ``correct`` or ``agent``: a
 trace stores hand edits as the ground floor's ``edit_ops`` records.

@@ -2,11 +2,11 @@
 
 Files are read when first referenced and checked before use: file names against a strict pattern, every mask's
 RLE by ``read_mask_set`` (the one place mask data read from a file is validated: against the photo's size, through
-``trace.safe_read``), the photo on its header (``safe_read.check_image_size``) and then by ``images.load_image`` (the
-same normalisation the run applied, so its pixels are the run's), stored images by ``safe_read.decode_image``
-within the largest view of the photo. What one load decodes is bounded by one ``trace.safe_read.DecodeBudget``.
+``trace.safe_decode``), the photo on its header (``safe_decode.check_image_size``) and then by ``images.load_image`` (the
+same normalisation the run applied, so its pixels are the run's), stored images by ``safe_decode.decode_image``
+within the largest view of the photo. What one load decodes is bounded by one ``trace.safe_decode.DecodeBudget``.
 Callers read files through ``trace.safe_read`` (``FolderFiles`` / ``ZipFiles``) inside ``safe_read.reading``. Views come back as
-recipes (``imaging.render.MaskView``) and are rendered when first looked at.
+recipes (``imaging.views.MaskView``) and are rendered when first looked at.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from PIL import Image
 from ..edit_ops import op_from_json
 from ..errors import InputError, TraceFormatError, describe
 from ..images import file_name_of, load_image
-from ..imaging.render import RENDERER_VERSION, MaskView
+from ..imaging.views import RENDERER_VERSION, MaskView
 from ..mask_set import Masks
 from ..messages import ImagePart, Message, Part, TextPart
 from ..types import SCHEMA_VERSION, MaskVerdict, ToolResult, Trace
 from .encode import IMAGE_DIR, IMAGE_NAME, MAX_PHOTO_PIXELS, PHOTO_NAME
-from .safe_read import (
+from .safe_decode import (
     DecodeBudget,
     check_edit_masks,
     check_image_size,
@@ -50,7 +50,7 @@ STATUSES = ("running", "done", "no_mask", "max_rounds", "failed", "cancelled")
 def read_mask_set(rles: Any, height: int, width: int, scores: Any, boxes: Any, phrase: str,
                   budget: DecodeBudget | None = None) -> Masks:
     """A mask set from its stored parts, with every RLE checked against the photo's ``height`` x ``width``
-    (``safe_read.mask_counts_for_image``: declared size, run lengths, count, ``budget``) before use.
+    (``safe_decode.mask_counts_for_image``: declared size, run lengths, count, ``budget``) before use.
 
     Raises:
         TraceFormatError: malformed RLE, masks of another size, or counts of masks, scores and boxes that differ.

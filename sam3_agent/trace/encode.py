@@ -24,7 +24,7 @@ from .. import rle
 from ..edit_ops import op_to_json
 from ..errors import InputError
 from ..images import load_image
-from ..imaging.render import RENDERER_VERSION, MaskView
+from ..imaging.views import RENDERER_VERSION, MaskView
 from ..mask_set import Masks
 from ..messages import ImagePart, Message, Part, TextPart, ToolCall, images_equal
 from ..types import SCHEMA_VERSION, MaskVerdict, Round, ToolResult, Trace

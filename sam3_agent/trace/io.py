@@ -15,9 +15,9 @@ holds an older trace writes its new files beside the old ones (under temporary n
 replaces ``trace.json`` last, then removes what the new ``trace.json`` does not name. A save killed half-way
 leaves the older trace whole.
 
-Views (numbered overlays, single-mask and zoom views) are stored as recipes (``imaging.render.MaskView``: which
+Views (numbered overlays, single-mask and zoom views) are stored as recipes (``imaging.views.MaskView``: which
 mask set, which mask) and rendered again, identically, when an image is read after loading; traces record
-``imaging.render.RENDERER_VERSION``. Version-1 traces (every image a PNG, masks inline) load through ``trace_v1``;
+``imaging.views.RENDERER_VERSION``. Version-1 traces (every image a PNG, masks inline) load through ``trace_v1``;
 saving them again writes version 2 and keeps their images as stored files.
 
 Hand corrections (``Trace.edits``) are stored under ``"edits"`` in their JSON form (``edits.op_to_json``).

@@ -26,7 +26,7 @@ from PIL import Image
 
 from ...errors import InputError
 from ...images import load_image
-from ...imaging.render import blend_fill
+from ...imaging.draw import blend_fill
 from ..batch.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from ..batch.layout import BatchLayout
 from ..formats.ground_truth import EvalSample

@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from ...imaging.render import FILL_ALPHA
+from ...imaging.draw import FILL_ALPHA
 from ..html import render_status
 from ..view import StatusLine
 from .handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs

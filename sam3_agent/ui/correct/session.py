@@ -32,7 +32,7 @@ from ...correct.export import BUNDLE_FILE, load_bundle
 from ...correct.strokes import stroke_from_view_points
 from ...edit_ops import ClickMask, RelabelMask, ToggleMask
 from ...errors import InputError
-from ...imaging.render import FILL_ALPHA
+from ...imaging.draw import FILL_ALPHA
 from ...trace.io import load_trace_zip
 from ...trace.safe_read import is_zip_with, reading, regular_file
 from ...types import Trace

@@ -18,7 +18,9 @@ import numpy as np
 from PIL import Image
 
 from ...correct.edits import MaskItem, items_from_masks, rounds_with_masks
-from ...imaging.render import FILL_ALPHA, DrawStyle, label_boxes, mask_colors, render_numbered_overlay
+from ...imaging.draw import FILL_ALPHA, DrawStyle, mask_colors
+from ...imaging.labels import label_boxes
+from ...imaging.overlay import render_numbered_overlay
 from ...mask_set import Masks
 from ...types import Trace
 from ..html import image_data_url

@@ -1,0 +1,266 @@
+"""Per-mask views and the recipes that draw views again: the photo with one mask drawn, the zoomed close-up of one
+mask, and ``MaskView`` (which view of which mask of which set).
+
+Every view is a pure function of the photo and the masks, so a trace stores ``MaskView`` recipes instead of pixels
+and renders them again, identically, when it is opened (``RENDERER_VERSION`` is recorded with them: change it
+whenever a change in ``imaging`` (``draw``, ``regions``, ``labels``, ``overlay``, this module) changes a single
+pixel).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from .. import rle
+from ..mask_set import Masks
+from ..messages import ImagePart, images_equal
+from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
+from .overlay import render_numbered_overlay
+from .postprocess import boxes_from_masks
+from .regions import MaskRegions, check_masks
+
+ZOOM_MIN_LONG_SIDE = 384  # zoom crops are upscaled until their longer side reaches this (px)
+ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
+ZOOM_SEPARATOR_COLOR = (255, 255, 255)
+RENDERER_VERSION = 1  # recorded in saved traces next to the view recipes
+
+
+def _single_mask_view(image: Image.Image, regions: MaskRegions, k: int, color: np.ndarray) -> Image.Image:
+    """The photo with mask ``k`` of ``regions`` drawn; only the mask's region is converted and pasted back."""
+    out = image.copy() if image.mode == "RGB" else image.convert("RGB")
+    if regions.empty(k):
+        return out
+    crop, (x0, y0, x1, y1) = regions.region(k)
+    patch = np.array(out.crop((x0, y0, x1, y1)), dtype=np.uint8)
+    bx0, by0, bx1, by1 = (int(v) for v in regions.boxes[k])
+    draw_fill(patch, regions.box_crop(k), color, np.array([bx0 - x0, by0 - y0, bx1 - x0, by1 - y0]))
+    draw_contour(patch, crop, color, (0, 0), DrawStyle.for_size(image.width, image.height).contour_width)
+    out.paste(Image.fromarray(patch), (x0, y0))
+    return out
+
+
+def render_single_mask(image: Image.Image, mask: np.ndarray, color: np.ndarray | None = None) -> Image.Image:
+    """The image with only this mask drawn (fill and contour, no number).
+
+    Args:
+        image: PIL image (converted to RGB if needed), W x H.
+        mask: bool (H, W).
+        color: RGB triple; default ``mask_colors(1)[0]`` (the colour of a lone numbered mask).
+
+    Returns:
+        A new RGB image of the same size (a copy of the image for an empty mask).
+
+    Raises:
+        ValueError: when the mask does not match the image size.
+    """
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"image must be a PIL image; got {type(image).__name__}")
+    arr = np.asarray(mask)
+    if arr.ndim != 2:
+        raise ValueError(f"mask must be bool (H, W); got shape {arr.shape}")
+    style = DrawStyle.for_size(image.width, image.height)
+    regions = MaskRegions(arr, image.height, image.width, style.contour_width + 1)
+    col = mask_colors(1)[0] if color is None else np.asarray(color, dtype=np.uint8)
+    return _single_mask_view(image, regions, 0, col)
+
+
+def _zoom_box(box: np.ndarray, height: int, width: int, margin: float, min_side: int) -> tuple[int, int, int, int]:
+    bx0, by0, bx1, by1 = (float(v) for v in box)
+    if bx1 <= bx0:
+        raise ValueError("cannot build a zoom view of an empty mask")
+
+    def span(lo: float, hi: float, limit: int) -> tuple[int, int]:
+        side = min(limit, max(math.ceil((hi - lo) * (1 + 2 * margin)), int(min_side)))
+        start = math.floor((lo + hi) / 2 - side / 2)
+        start = min(max(start, 0), limit - side)
+        return start, start + side
+
+    x0, x1 = span(bx0, bx1, width)
+    y0, y1 = span(by0, by1, height)
+    return x0, y0, x1, y1
+
+
+def zoom_crop_box(mask: np.ndarray, margin: float = 0.25, min_side: int = 64) -> tuple[int, int, int, int]:
+    """The region a zoom view shows: the mask's box enlarged and clamped to the image.
+
+    Each side of the crop is ``ceil(box side * (1 + 2 * margin))``, at least ``min_side``, at most
+    the image side; the crop is centred on the box and shifted to lie inside the image. It
+    always contains the whole mask box.
+
+    Args:
+        mask: bool (H, W).
+        margin: extra space on each side as a fraction of the box size.
+        min_side: smallest crop side in pixels (when the image is that large).
+
+    Returns:
+        ``(x0, y0, x1, y1)`` ints, pixels, x1/y1 exclusive.
+
+    Raises:
+        ValueError: on an empty mask, a negative margin or a non-2-D array.
+    """
+    arr = np.asarray(mask)
+    if arr.ndim != 2:
+        raise ValueError(f"mask must be bool (H, W); got shape {arr.shape}")
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    arr = arr if arr.dtype == bool else arr > 0
+    return _zoom_box(boxes_from_masks(arr[None])[0], arr.shape[0], arr.shape[1], margin, min_side)
+
+
+def _draw_single(out: np.ndarray, mask: np.ndarray, color: np.ndarray) -> None:
+    """Fill and outline ``mask`` (bool, the size of ``out``) on ``out`` in place, as ``render_single_mask`` does."""
+    height, width = out.shape[:2]
+    style = DrawStyle.for_size(width, height)
+    regions = MaskRegions(mask[None], height, width, style.contour_width + 1)
+    if regions.empty(0):
+        return
+    crop, (x0, y0, _, _) = regions.region(0)
+    draw_fill(out, regions.box_crop(0), color, regions.boxes[0])
+    draw_contour(out, crop, color, (x0, y0), style.contour_width)
+
+
+def _zoom_view(image: Image.Image, window: np.ndarray, box: tuple[int, int, int, int]) -> Image.Image:
+    """The zoom view of the mask ``window`` (bool, the mask over ``box``): see ``render_zoom_view``."""
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    crop = np.asarray(rgb.crop(box), dtype=np.uint8)
+    crop_mask = window
+    ch, cw = crop.shape[:2]
+    long_side = max(ch, cw)
+    if long_side < ZOOM_MIN_LONG_SIDE:
+        factor = ZOOM_MIN_LONG_SIDE / long_side
+        size = (max(1, round(cw * factor)), max(1, round(ch * factor)))  # (w, h) for OpenCV
+        crop = cv2.resize(crop, size, interpolation=cv2.INTER_CUBIC)
+        crop_mask = cv2.resize(crop_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
+        ch, cw = crop.shape[:2]
+    canvas = np.empty((ch, 2 * cw + ZOOM_SEPARATOR_WIDTH, 3), dtype=np.uint8)
+    canvas[:, :cw] = crop
+    canvas[:, cw : cw + ZOOM_SEPARATOR_WIDTH] = ZOOM_SEPARATOR_COLOR
+    drawn = canvas[:, cw + ZOOM_SEPARATOR_WIDTH :]
+    drawn[:] = crop
+    _draw_single(drawn, np.ascontiguousarray(crop_mask), mask_colors(1)[0])  # drawn after upscaling: sharp
+    return Image.fromarray(canvas)
+
+
+def render_zoom_view(image: Image.Image, mask: np.ndarray, margin: float = 0.25, min_side: int = 64) -> Image.Image:
+    """A close-up of one mask: the plain crop and the same crop with the mask drawn, side by side.
+
+    The crop is ``zoom_crop_box(mask, margin, min_side)``. When its longer side is under
+    ``ZOOM_MIN_LONG_SIDE`` px it is upscaled (image: bicubic; mask: nearest) so the longer side
+    equals ``ZOOM_MIN_LONG_SIDE``; the mask is drawn after upscaling so its outline stays sharp.
+
+    Args:
+        image: PIL image (converted to RGB if needed), W x H.
+        mask: bool (H, W).
+        margin: see ``zoom_crop_box``.
+        min_side: see ``zoom_crop_box``.
+
+    Returns:
+        RGB image of width ``2 * crop_w + ZOOM_SEPARATOR_WIDTH`` and height ``crop_h`` (crop size
+        after upscaling); the separator is ``ZOOM_SEPARATOR_COLOR``.
+
+    Raises:
+        ValueError: on an empty mask or a mask that does not match the image size.
+    """
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"image must be a PIL image; got {type(image).__name__}")
+    arr = check_masks(mask, image.height, image.width)
+    if arr.shape[0] != 1:
+        raise ValueError(f"render_zoom_view takes one mask (H, W); got {arr.shape[0]}")
+    x0, y0, x1, y1 = zoom_crop_box(arr[0], margin, min_side)
+    return _zoom_view(image, arr[0, y0:y1, x0:x1], (x0, y0, x1, y1))
+
+
+def render_mask_views(image: Image.Image, masks: Masks, index: int) -> tuple[Image.Image, Image.Image]:
+    """The two views a verifier gets of mask ``index`` (0-based): ``render_single_mask`` with the lone-mask colour
+    and ``render_zoom_view`` with the default margin (only the mask's box and the zoom's crop are decoded).
+
+    Raises:
+        ValueError: an empty mask (no zoom view exists), masks of another size, or an index out of range.
+    """
+    return _views_of(image, masks, index, ("mask", "zoom"))  # type: ignore[return-value]
+
+
+ViewKind = Literal["overlay", "mask", "zoom"]
+
+
+def _views_of(
+    image: Image.Image, masks: Masks, index: int | None, kinds: tuple[ViewKind, ...]
+) -> tuple[Image.Image, ...]:
+    if "overlay" in kinds:
+        return (render_numbered_overlay(image, masks),)
+    if index is None or not 0 <= index < len(masks):
+        raise ValueError(f"mask index {index!r} is out of range for {len(masks)} masks")
+    if masks.size != (image.height, image.width):
+        raise ValueError(f"masks of {masks.width}x{masks.height} do not match the {image.width}x{image.height} photo")
+    style = DrawStyle.for_size(image.width, image.height)
+    out: list[Image.Image] = []
+    for kind in kinds:
+        if kind == "mask":
+            regions = MaskRegions(masks.subset([index]), image.height, image.width, style.contour_width + 1)
+            out.append(_single_mask_view(image, regions, 0, mask_colors(1)[0]))
+        else:
+            box = _zoom_box(masks.tight_boxes[index], image.height, image.width, 0.25, 64)
+            out.append(_zoom_view(image, rle.decode_window(masks.counts[index], masks.height, box), box))
+    return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class MaskView:
+    """How to draw one view again from the photo and the masks (a ``messages.DerivedImage``).
+
+    A saved trace stores this recipe (kind, which mask set, which mask) instead of the pixels.
+
+    Attributes:
+        kind: ``"overlay"`` (``render_numbered_overlay`` of every mask, numbered 1..N), ``"mask"``
+            (``render_single_mask`` of mask ``index``) or ``"zoom"`` (``render_zoom_view`` of mask ``index``).
+        photo: the raw image (RGB, original resolution).
+        masks: the mask set, at the photo's size.
+        index: 0-based mask for ``"mask"`` / ``"zoom"``; ``None`` for ``"overlay"``.
+
+    Raises:
+        ValueError: an unknown kind, or an index missing, given for an overlay, or out of range.
+    """
+
+    kind: ViewKind
+    photo: Image.Image
+    masks: Masks
+    index: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("overlay", "mask", "zoom"):
+            raise ValueError(f"unknown view kind {self.kind!r}: expected overlay, mask or zoom")
+        if (self.kind == "overlay") != (self.index is None):
+            raise ValueError(f"a {self.kind} view {'takes no' if self.kind == 'overlay' else 'needs a'} mask index")
+        if self.index is not None and not 0 <= self.index < len(self.masks):
+            raise ValueError(f"mask index {self.index} is out of range for {len(self.masks)} masks")
+
+    def render(self) -> Image.Image:
+        """The view's pixels."""
+        return _views_of(self.photo, self.masks, self.index, (self.kind,))[0]
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, MaskView)
+            and self.kind == other.kind
+            and self.index == other.index
+            and self.masks == other.masks
+            and (self.photo is other.photo or images_equal(self.photo, other.photo))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        which = "" if self.index is None else f", mask {self.index + 1}"
+        return f"MaskView({self.kind}, {self.masks!r}{which})"
+
+
+def view_part(name: str, view: MaskView) -> ImagePart:
+    """A derived ``ImagePart`` named ``name``, rendered now (its pixels are needed at once) but holding only the
+    recipe: a saved trace stores ``view``, and the pixels are rendered again when evicted and read."""
+    return ImagePart(view.render(), name, view)
