@@ -56,7 +56,7 @@ def format_metrics(metrics: Metrics, notes: Sequence[str] = ()) -> str:
 
 def overlay(image: Image.Image, prediction: np.ndarray, target: np.ndarray, ignore: np.ndarray) -> Image.Image:
     """The image with the target only in green, the prediction only in red, both in yellow, ignored pixels grey
-    (fills blended with ``render.blend_fill``), scaled to at most ``OVERLAY_LONG_SIDE`` px."""
+    (fills blended with ``imaging.draw.blend_fill``), scaled to at most ``OVERLAY_LONG_SIDE`` px."""
     pixels = np.array(image.convert("RGB"), dtype=np.uint8)
     for region, color in ((target & ~prediction, TARGET_ONLY), (prediction & ~target, PREDICTED_ONLY),
                           (prediction & target, BOTH), (ignore, IGNORED)):

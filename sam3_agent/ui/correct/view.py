@@ -1,7 +1,7 @@
 """What the "Correct" view shows of a ``CorrectSession``: mask rows, list choices, status text, overlays, HTML.
 
 No Gradio here. Overlays are drawn at the view size (``correct.ViewGeometry``) with one colour per mask index
-(``render.mask_colors``), so a mask keeps its colour and number in both the agent's and the corrected overlay
+(``imaging.draw.mask_colors``), so a mask keeps its colour and number in both the agent's and the corrected overlay
 whatever is hidden or added. Their number is ``index + 1``, the number the list and the exports' ``origin``
 use. Mask colours are saturated hues; everything drawn for the person (point markers, the selection rim, the
 brush preview) is black and white, so it never looks like a mask.
@@ -172,7 +172,7 @@ def _ink(color: np.ndarray) -> tuple[int, int, int]:
 
 def fill(pixels: np.ndarray, color: np.ndarray, opacity: float) -> np.ndarray:
     """``pixels`` (uint8 (..., 3) RGB) blended with ``color`` at ``opacity`` (0: unchanged, 1: the colour), integer
-    weights out of 256 as ``render.blend_fill`` (which this equals at ``imaging.render.FILL_ALPHA``)."""
+    weights out of 256 as ``imaging.draw.blend_fill`` (which this equals at ``imaging.draw.FILL_ALPHA``)."""
     weight = round(opacity * 256)
     p = pixels.astype(np.uint16)
     c = np.asarray(color, dtype=np.uint16)
@@ -211,7 +211,7 @@ def render_items(
         indices: the items to draw, in drawing order (later ones on top).
         selected: an index to mark with a white rim (when drawn).
         clicks: (x, y, label) in full-resolution pixels, drawn as "+" on white (1) or "-" on black (0) markers.
-        opacity: fill opacity, 0 to 1 (``imaging.render.FILL_ALPHA`` by default).
+        opacity: fill opacity, 0 to 1 (``imaging.draw.FILL_ALPHA`` by default).
         outline: draw borders only (a little thicker), no fill.
 
     Returns:

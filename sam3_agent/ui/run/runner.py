@@ -206,7 +206,7 @@ def write_masks_file(trace: Trace, folder: Path) -> Path:
 
 def display_overlay(trace: Trace) -> Image.Image | None:
     """The final masks drawn on the photo at most ``DISPLAY_SIDE`` px on its longer side, for the page
-    (``render.render_overlay_scaled``); ``None`` when the run ended without masks."""
+    (``imaging.overlay.render_overlay_scaled``); ``None`` when the run ended without masks."""
     final = trace.final_masks
     if final is None or len(final) == 0:
         return None
