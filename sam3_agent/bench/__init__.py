@@ -1,8 +1,16 @@
-"""Speed benchmark of one agent run: ``python -m sam3_agent.bench``.
+"""Benchmarks, each a command: the speed of one agent run (``python -m sam3_agent.bench``), what a run costs
+outside the models (``python -m sam3_agent.bench.nonmodel``) and batch throughput (``python -m
+sam3_agent.bench.batch``).
 
-A fixed scripted run (segment_phrase twice, examine_each_mask over 6 masks, select_masks_and_return)
-on a real photo, once with every optimisation off and once with all on, in one process. The VLM is
-the ``small`` preset (real tokenizer, prompts and image-token counts; random weights); its text is
-scripted, but every call still runs the model's real prefill and as many decode steps as its
-scripted reply has tokens.
+The speed benchmark (``__main__``) runs a fixed scripted run (segment_phrase twice, examine_each_mask over 6
+masks, select_masks_and_return) on a real photo, once with every optimisation off and once with all on, in one
+process. The VLM is the ``small`` preset (real tokenizer, prompts and image-token counts; random weights); its
+text is scripted, but every call still runs the model's real prefill and as many decode steps as its scripted
+reply has tokens (``doubles``). ``run`` measures one mode and formats the table, ``checks`` compares the modes,
+``costs`` measures a decode step against a prompt token.
+
+The non-model benchmark (``nonmodel``) measures each case in a process of its own (``nonmodel_run``) on a fixed
+scene (``scene``), beside Meta's reference loop (``reference_loop``) when it is installed.
+
+May import: everything below it (it sits on the top floor, beside ``smoke``), and Gradio, to drive the app.
 """

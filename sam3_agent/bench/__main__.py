@@ -9,11 +9,14 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import torch
+from PIL import Image
 
-from ..agent.prompts import load_prompts
+from ..agent.prompts import Prompts, load_prompts
 from ..agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..engine.sampling import GREEDY
 from ..images import load_image
@@ -26,7 +29,7 @@ from ..vlm.transformers_qwen import TransformersQwenVLM
 from .checks import compare, format_ablation
 from .costs import model_step_cost, real_width_mlp_cost
 from .doubles import reply_steps
-from .run import MAIN_SCRIPT, PHASES, VERDICTS, Setup, format_table, run_mode, verdict_text
+from .run import MAIN_SCRIPT, PHASES, VERDICTS, ModeResult, Setup, format_table, run_mode, verdict_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEFAULT_REPEATS = 3  # best of 3 per mode: a shared CPU makes single timings noisy (1 with --sam3-full)
@@ -65,7 +68,8 @@ def _warm_up(vlm: TransformersQwenVLM, segmenter: Sam3Segmenter | None) -> None:
         segmenter.segment(other, "cat", 0.5)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, checked; ``--repeat`` defaults to 1 with ``--sam3-full``, else ``DEFAULT_REPEATS``."""
     parser = argparse.ArgumentParser(prog="python -m sam3_agent.bench", description=__doc__)
     parser.add_argument("--image", default=str(ASSETS / "astronaut.jpg"), help="photo to run on (default: astronaut)")
     parser.add_argument("--decode-steps", type=int, default=None,
@@ -85,16 +89,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"runs per mode, interleaved; the table shows each mode's fastest run "
                              f"(default {DEFAULT_REPEATS}, 1 with --sam3-full)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
     if args.repeat is None:
         args.repeat = 1 if args.sam3_full else DEFAULT_REPEATS
     if min(args.verify_batch_size, args.repeat, args.threads, args.layers) < 1 or (
         args.decode_steps is not None and args.decode_steps < 1
     ):
         parser.error("--decode-steps, --verify-batch-size, --repeat, --threads and --layers must be at least 1")
-    torch.set_num_threads(args.threads)
+    return args
 
-    started = time.perf_counter()
+
+@dataclass(frozen=True)
+class _Backends:
+    """The models, loaded once, and each mode's backends over them."""
+
+    optimised_vlm: TransformersQwenVLM
+    naive_vlm: TransformersQwenVLM
+    loop_vlm: TransformersQwenVLM
+    sam3_naive: Sam3Segmenter
+    sam3_optimised: Sam3Segmenter
+
+    def fresh_start(self, prompts: Prompts) -> int:
+        """The optimised backends as just after loading: empty caches, then (once per loaded model, as an
+        app does at start-up) the two system prompts' KV caches; returns the tokens that prefill computed."""
+        self.optimised_vlm.clear_caches()
+        self.sam3_optimised.clear_cache()
+        return self.optimised_vlm.prefill_system_prompts([prompts.main_system, prompts.verify_system])
+
+
+def _load_backends(args: argparse.Namespace) -> _Backends:
+    """Build (once) and load the small VLM and SAM 3 (tiny, or full size with ``--sam3-full``)."""
     small = build_small_qwen(cache_dir() / "small" / f"qwen3_vl_h{args.hidden}_l{args.layers}", hidden=args.hidden,
                              layers=args.layers)
     loaded_vlm = TransformersQwenVLM.from_pretrained(str(small))  # default pixel bounds
@@ -107,44 +130,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    plain_loop="own_loop", **shared)
     loaded = _full_sam3() if args.sam3_full else Sam3Segmenter.from_pretrained(
         str(build_tiny_sam3(cache_dir() / "tiny" / "sam3")))
-    sam3_naive = Sam3Segmenter(loaded._model, loaded._processor, name=loaded.name, feature_cache_size=0)
-    sam3_optimised = Sam3Segmenter(loaded._model, loaded._processor, name=loaded.name)
-    prompts = load_prompts()
-    image = load_image(args.image)
-    _warm_up(optimised_vlm, None if args.sam3_full else sam3_optimised)  # a full-size encode is minutes
-    setup_seconds = time.perf_counter() - started
+    return _Backends(
+        optimised_vlm=optimised_vlm, naive_vlm=naive_vlm, loop_vlm=loop_vlm,
+        sam3_naive=Sam3Segmenter(loaded._model, loaded._processor, name=loaded.name, feature_cache_size=0),
+        sam3_optimised=Sam3Segmenter(loaded._model, loaded._processor, name=loaded.name),
+    )
 
-    def fresh_start() -> int:
-        """The optimised backends as just after loading: empty caches, then (once per loaded model, as an
-        app does at start-up) the two system prompts' KV caches."""
-        optimised_vlm.clear_caches()
-        sam3_optimised.clear_cache()
-        return optimised_vlm.prefill_system_prompts([prompts.main_system, prompts.verify_system])
 
-    load_prefill = fresh_start()
+def _steps_text(vlm: TransformersQwenVLM, decode_steps: int | None) -> str:
+    """How many decode steps each request runs, as the header says it."""
+    if decode_steps is not None:
+        return f"{decode_steps} greedy decode steps"
+    main_steps = [reply_steps(vlm, text) for text in MAIN_SCRIPT]
+    verify_steps = max(reply_steps(vlm, verdict_text(w)) for w in set(VERDICTS.values()))
+    return (f"as many greedy decode steps as its scripted reply has tokens (main {', '.join(map(str, main_steps))}; "
+            f"verification {verify_steps})")
 
+
+def _write_setup(out: TextIO, args: argparse.Namespace, vlm: TransformersQwenVLM, prompts: Prompts,
+                 image: Image.Image, setup_seconds: float, load_prefill: int) -> None:
+    """The header: the models, the photo and its token counts, the run and what each mode turns on."""
     main_tokens, image_tokens = _count_tokens(
-        optimised_vlm, [Message("system", (TextPart(prompts.main_system),)), Message("user", (ImagePart(image, "raw"),))])
-    verify_tokens, _ = _count_tokens(optimised_vlm, [Message("system", (TextPart(prompts.verify_system),))])
-    system_tokens, _ = _count_tokens(optimised_vlm, [Message("system", (TextPart(prompts.main_system),))])
-    model = optimised_vlm.model
+        vlm, [Message("system", (TextPart(prompts.main_system),)), Message("user", (ImagePart(image, "raw"),))])
+    verify_tokens, _ = _count_tokens(vlm, [Message("system", (TextPart(prompts.verify_system),))])
+    system_tokens, _ = _count_tokens(vlm, [Message("system", (TextPart(prompts.main_system),))])
+    model = vlm.model
     params = sum(p.numel() for p in model.parameters())
-    if args.decode_steps is None:
-        main_steps = [reply_steps(optimised_vlm, text) for text in MAIN_SCRIPT]
-        verify_steps = max(reply_steps(optimised_vlm, verdict_text(w)) for w in set(VERDICTS.values()))
-        steps_text = (f"as many greedy decode steps as its scripted reply has tokens (main {', '.join(map(str, main_steps))}; "
-                      f"verification {verify_steps})")
-    else:
-        steps_text = f"{args.decode_steps} greedy decode steps"
+    steps_text = _steps_text(vlm, args.decode_steps)
     head = model.lm_head.weight.numel()
     layers = sum(p.numel() for p in model.model.language_model.layers.parameters())
     text = model.config.text_config
-    out = sys.stdout
     out.write("SAM3 Agent speed benchmark (random weights; text scripted)\n")
     out.write(
         f"VLM: small Qwen3-VL, {params / 1e6:.0f} M params ({text.num_hidden_layers} layers of width "
         f"{text.hidden_size}), real Qwen tokenizer, pixel bounds "
-        f"{optimised_vlm.image_size['shortest_edge']:,}..{optimised_vlm.image_size['longest_edge']:,} px; "
+        f"{vlm.image_size['shortest_edge']:,}..{vlm.image_size['longest_edge']:,} px; "
         f"every request runs its real prefill and {steps_text}, then returns the scripted text\n"
         f"     output layer = {head / (head + layers):.0%} of the weights a decode step reads (Qwen3-VL-8B: 8%)\n"
     )
@@ -157,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"main system prompt {system_tokens} tokens (+ image: {main_tokens}); verify system prompt {verify_tokens} tokens\n"
     )
     out.write(
-        f"run: segment_phrase x2, examine_each_mask over 6 masks, select_masks_and_return; device {optimised_vlm.device}, "
+        f"run: segment_phrase x2, examine_each_mask over 6 masks, select_masks_and_return; device {vlm.device}, "
         f"torch threads {torch.get_num_threads()}; setup {setup_seconds:.1f} s\n"
     )
     out.write("naive: prefix_cache=False (transformers generate), verify_batch_size=1, SAM 3 feature cache off\n")
@@ -167,23 +187,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         "decoding: greedy in every mode\n\n"
     )
 
-    naive_runs, optimised_runs, loop_runs, cached_runs = [], [], [], []
+
+@dataclass
+class _Runs:
+    """Every run of each mode, in the order they ran."""
+
+    naive: list[ModeResult] = field(default_factory=list)
+    optimised: list[ModeResult] = field(default_factory=list)
+    own_loop: list[ModeResult] = field(default_factory=list)
+    cached: list[ModeResult] = field(default_factory=list)
+
+    @staticmethod
+    def fastest(runs: list[ModeResult]) -> ModeResult:
+        """The run with the least wall time."""
+        return min(runs, key=lambda r: r.wall)
+
+
+def _measure(args: argparse.Namespace, backends: _Backends, image: Image.Image, prompts: Prompts) -> _Runs:
+    """``--repeat`` rounds of the four modes, interleaved so that a busy moment of the CPU hits them alike."""
+    runs = _Runs()
+    b = backends
     for _ in range(args.repeat):
-        naive_runs.append(run_mode(Setup("naive", naive_vlm, sam3_naive, 1), image, prompts, args.decode_steps))
-        fresh_start()
-        optimised_runs.append(run_mode(Setup("optimised", optimised_vlm, sam3_optimised, args.verify_batch_size),
+        runs.naive.append(run_mode(Setup("naive", b.naive_vlm, b.sam3_naive, 1), image, prompts, args.decode_steps))
+        b.fresh_start(prompts)
+        runs.optimised.append(run_mode(Setup("optimised", b.optimised_vlm, b.sam3_optimised, args.verify_batch_size),
                                        image, prompts, args.decode_steps))
         # ablation: the engine's own decode loop alone, then with the prefix cache but no batching
-        sam3_optimised.clear_cache()
-        loop_runs.append(run_mode(Setup("own loop", loop_vlm, sam3_optimised, 1), image, prompts, args.decode_steps))
-        fresh_start()
-        cached_runs.append(run_mode(Setup("cache", optimised_vlm, sam3_optimised, 1), image, prompts, args.decode_steps))
-    naive = min(naive_runs, key=lambda r: r.wall)
-    optimised = min(optimised_runs, key=lambda r: r.wall)
+        b.sam3_optimised.clear_cache()
+        runs.own_loop.append(run_mode(Setup("own loop", b.loop_vlm, b.sam3_optimised, 1), image, prompts,
+                                      args.decode_steps))
+        b.fresh_start(prompts)
+        runs.cached.append(run_mode(Setup("cache", b.optimised_vlm, b.sam3_optimised, 1), image, prompts,
+                                    args.decode_steps))
+    return runs
+
+
+def _write_comparison(out: TextIO, repeat: int, vlm: TransformersQwenVLM, runs: _Runs) -> None:
+    """The naive | optimised table, the verification tool's time, and what a decode step costs here."""
+    naive, optimised = runs.fastest(runs.naive), runs.fastest(runs.optimised)
     out.write(
-        f"{args.repeat} run(s) per mode, interleaved; each mode's fastest run is shown "
-        f"(total wall s naive {', '.join(f'{r.wall:.2f}' for r in naive_runs)}; "
-        f"optimised {', '.join(f'{r.wall:.2f}' for r in optimised_runs)})\n"
+        f"{repeat} run(s) per mode, interleaved; each mode's fastest run is shown "
+        f"(total wall s naive {', '.join(f'{r.wall:.2f}' for r in runs.naive)}; "
+        f"optimised {', '.join(f'{r.wall:.2f}' for r in runs.optimised)})\n"
     )
     out.write(format_table(naive, optimised) + "\n\n")
     examine = PHASES.index("examine")
@@ -196,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "by one, the 6 verifications as one batch); no cache can skip the main requests' decoding, so the total "
         "speed-up depends on what a decode step costs next to a prompt token:\n"
     )
-    small_cost = model_step_cost(optimised_vlm.model)
+    small_cost = model_step_cost(vlm.model)
     real_costs = {dtype: real_width_mlp_cost(dtype) for dtype in (torch.float32, torch.bfloat16)}
     out.write(
         f"     on this machine one decode step costs as much as {small_cost.ratio:.0f} prompt tokens in the small "
@@ -204,22 +249,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{real_costs[torch.float32].ratio:.0f} (float32) / {real_costs[torch.bfloat16].ratio:.0f} (bfloat16) "
         f"in one MLP of Qwen3-VL-8B's widths; the higher it is, the lower the total speed-up\n"
     )
+
+
+def _write_ablation_and_checks(out: TextIO, runs: _Runs, load_prefill: int) -> None:
+    """The ablation table, then the outcome checks and speed targets (``checks.compare``)."""
+    naive, optimised = runs.fastest(runs.naive), runs.fastest(runs.optimised)
     out.write("\nablation (each mode's fastest run; VLM s: time inside VLM calls; prefill: one-time system prompts "
               "included):\n")
     out.write(format_ablation([
         ("naive: transformers generate, one by one", naive, 0),
-        ("own decode loop, no cache, one by one", min(loop_runs, key=lambda r: r.wall), 0),
-        ("+ prefix cache, one by one", min(cached_runs, key=lambda r: r.wall), load_prefill),
+        ("own decode loop, no cache, one by one", runs.fastest(runs.own_loop), 0),
+        ("+ prefix cache, one by one", runs.fastest(runs.cached), load_prefill),
         ("+ batched verification (optimised)", optimised, load_prefill),
     ]) + "\n\n")
-    checks = compare(naive, optimised, naive_runs + optimised_runs + loop_runs + cached_runs, load_prefill)
+    checks = compare(naive, optimised, runs.naive + runs.optimised + runs.own_loop + runs.cached, load_prefill)
     for line in checks.lines():
         out.write(line + "\n")
-    for mode in (naive, optimised):
+
+
+def _exit_status(out: TextIO, runs: _Runs) -> int:
+    """0 when the fastest naive and optimised runs both ended done; else 1, saying which did not."""
+    for mode in (runs.fastest(runs.naive), runs.fastest(runs.optimised)):
         if mode.trace is None or mode.trace.status != "done":
             out.write(f"{mode.label} run ended with status {mode.trace.status if mode.trace else None}\n")
             return 1
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Load the models, run every mode ``--repeat`` times and print the comparison; 0 when both runs ended done."""
+    args = _parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    backends = _load_backends(args)
+    prompts = load_prompts()
+    image = load_image(args.image)
+    _warm_up(backends.optimised_vlm, None if args.sam3_full else backends.sam3_optimised)  # a full-size encode is minutes
+    setup_seconds = time.perf_counter() - started
+    load_prefill = backends.fresh_start(prompts)
+    out = sys.stdout
+    _write_setup(out, args, backends.optimised_vlm, prompts, image, setup_seconds, load_prefill)
+    runs = _measure(args, backends, image, prompts)
+    _write_comparison(out, args.repeat, backends.optimised_vlm, runs)
+    _write_ablation_and_checks(out, runs, load_prefill)
+    return _exit_status(out, runs)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,11 @@ import re
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+Case = tuple[int, int, int]  # width, height, masks
 CASES = ((640, 427, 6), (640, 427, 20), (1008, 1008, 6), (1008, 1008, 20), (2048, 2048, 100), (4000, 3000, 50))
 MEMORY_CASE = (4608, 3456, 100)  # 15.9 MP
 APP_CASE = (4000, 3000, 50)  # 12 MP
@@ -67,7 +69,8 @@ def _yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(prog="python -m sam3_agent.bench.nonmodel", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case; the fastest counts (default 3)")
@@ -78,10 +81,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.reference_repeat < 1:
         parser.error("--repeat and --reference-repeat must be at least 1")
-    cases = [c for c in CASES if not args.cases or _name(c) in args.cases]
-    out = sys.stdout
-    out.write(__doc__.split("\n\n")[1].replace("\n", " ") + "\n\n")
+    return args
 
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What the child processes measured.
+
+    Attributes:
+        results: each case's figures (``nonmodel_run.measure_case``), by case.
+        memory: the figures of ``MEMORY_CASE`` (one run, no schema-1 copy).
+        app: the app's finish path at ``APP_CASE`` (``nonmodel_run.measure_app``).
+        reference: CPU seconds of the reference loop by case, measured now or cited.
+        source: where ``reference`` comes from, as the table's heading says it.
+    """
+
+    results: dict[Case, dict[str, Any]]
+    memory: dict[str, Any]
+    app: dict[str, Any]
+    reference: dict[Case, float]
+    source: str
+
+
+def _measure(args: argparse.Namespace, cases: Sequence[Case]) -> _Measured:
+    """Each case, the memory case and the app case in a fresh process; the reference beside them when
+    ``--reference-python`` names one, else its cited figures."""
     results = {}
     for case in cases:
         flags = ["--case", *map(str, case), "--repeat", str(args.repeat)]
@@ -89,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     memory = _child(["--case", *map(str, MEMORY_CASE), "--repeat", "1", "--no-schema1"])
     app = _child(["--case", *map(str, APP_CASE), "--app"])
 
-    reference: dict[tuple[int, int, int], float] = {}
+    reference: dict[Case, float] = {}
     if args.reference_python:
         for case in REFERENCE_CITED:
             if case in results:
@@ -100,15 +125,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         reference = {c: v for c, v in REFERENCE_CITED.items() if c in results}
         source = "reference CITED from issue 12 (not measured here: give --reference-python to measure it)"
+    return _Measured(results, memory, app, reference, source)
 
+
+def _write_table(out: TextIO, repeat: int, measured: _Measured) -> None:
+    """One row per case (the memory case last) under a heading that says what the columns are."""
     header = (f"{'case':>15} {'CPU s':>7} {'trace s':>8} {'ref s':>7} {'ref/ours':>9} {'before s':>9} "
               f"{'s/mask·MP':>10} {'peak +MB':>9} {'encoded':>8} {'compared':>9} {'zip KB':>8} {'v1 zip KB':>10} "
               f"{'views':>7}")
-    out.write(f"CPU: best of {args.repeat} runs, process CPU time minus the doubles' own; {source}; 'before': "
+    out.write(f"CPU: best of {repeat} runs, process CPU time minus the doubles' own; {measured.source}; 'before': "
               "this project before issue 12 (cited)\n" + header + "\n" + "-" * len(header) + "\n")
-    for case, r in list(results.items()) + [(MEMORY_CASE, memory)]:
+    for case, r in list(measured.results.items()) + [(MEMORY_CASE, measured.memory)]:
         cpu = min(r["cpu"])
-        ref = reference.get(case)
+        ref = measured.reference.get(case)
         per_unit = cpu / (case[0] * case[1] / 1e6 * case[2])
         out.write(
             f"{_name(case):>15} {cpu:7.3f} {r['writer_cpu']:8.3f} {ref if ref else float('nan'):7.2f} "
@@ -117,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['pairs_compared']:>9} {r['zip_bytes'] / 1024:8.0f} {_kb(r['schema1_zip_bytes']):>10} "
             f"{r['views_equal']:>3}/{r['views_compared']:<3}\n"
         )
+
+
+def _write_costs_and_app(out: TextIO, results: dict[Case, dict[str, Any]], app: dict[str, Any]) -> None:
+    """The top costs of the profiled case (when it ran) and the app's finish path."""
     if PROFILED_CASE in results:
         costs = ", ".join(f"{name} {share:.0%}" for name, share in results[PROFILED_CASE]["top_costs"])
         out.write(f"\ntop costs at {_name(PROFILED_CASE)} (share of profiled time, writer in-line): {costs}\n")
@@ -129,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{_yes(app['zip_after_event'])}\n"
     )
 
+
+def _cpu_goals(measured: _Measured, reference_measured: bool) -> list[tuple[str, bool]]:
+    """The CPU targets, the ratio to the reference and the linearity in pixels x masks."""
+    results, reference = measured.results, measured.reference
     goals: list[tuple[str, bool]] = []
     for case, limit in CPU_TARGETS.items():
         if case in results:
@@ -137,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratios = {c: reference[c] / min(results[c]["cpu"]) for c in reference}
     if ratios:
         goals.append((f">= {REFERENCE_RATIO:.0f}x below the reference at {len(ratios)} sizes (lowest "
-                      f"{min(ratios.values()):.1f}x{'' if args.reference_python else ', against cited figures'})",
+                      f"{min(ratios.values()):.1f}x{'' if reference_measured else ', against cited figures'})",
                       min(ratios.values()) >= REFERENCE_RATIO))
     per_unit = {c: min(r["cpu"]) / (c[0] * c[1] / 1e6 * c[2]) for c, r in results.items()}
     large = [c for c in per_unit if c[0] * c[1] * c[2] >= 2048 * 2048 * 50]
@@ -146,9 +183,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         goals.append((f"linear in pixels x masks: s per mask·MP at the large sizes ({worst:.4f}) <= at 1008x1008/20 "
                        f"({per_unit[(1008, 1008, 20)]:.4f}) and <= {PER_MASK_MP_LIMIT}",
                        worst <= per_unit[(1008, 1008, 20)] and worst <= PER_MASK_MP_LIMIT))
-    goals.append((f"peak extra memory <= {MEMORY_LIMIT_MB} MB at 16 MP with 100 masks "
-                  f"({memory['peak_extra_mb']:.0f} MB)", memory["peak_extra_mb"] <= MEMORY_LIMIT_MB))
-    every = list(results.values()) + [memory]
+    return goals
+
+
+def _run_goals(measured: _Measured) -> list[tuple[str, bool]]:
+    """Memory, encoding once, the overlap filter, the app's answer and .zip, the reopened views, every run done."""
+    memory, app = measured.memory, measured.app
+    every = list(measured.results.values()) + [memory]
+    goals = [(f"peak extra memory <= {MEMORY_LIMIT_MB} MB at 16 MP with 100 masks "
+              f"({memory['peak_extra_mb']:.0f} MB)", memory["peak_extra_mb"] <= MEMORY_LIMIT_MB)]
     goals.append(("each mask set encoded once (masks encoded = masks SAM 3 returned, every case)",
                   all(r["masks_encoded"] == r["masks_returned"] for r in every)))
     goals.append(("the overlap filter compares only masks whose boxes overlap (every comparison checked)",
@@ -164,21 +207,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                   all(r["views_equal"] == r["views_compared"] > 0 for r in every)))
     goals.append(("every run ended done with all its masks selected",
                   all(r["status"] == "done" and r["final_masks"] == r["case"][2] for r in every)))
+    return goals
+
+
+def _prefill_goal(out: TextIO) -> tuple[str, bool]:
+    """The prefill target, read from the model benchmark's output (which it runs, saying so first)."""
+    # One run per mode: token counts do not depend on repeats (the model benchmark's timings are its own).
+    out.write("\nrunning the model benchmark (python -m sam3_agent.bench --repeat 1) for the prefill target...\n")
+    out.flush()
+    done = subprocess.run([sys.executable, "-m", "sam3_agent.bench", "--repeat", "1"], capture_output=True,
+                          text=True, cwd=ROOT)
+    match = PREFILL.search(done.stdout)
+    if not match:
+        return ("prefill tokens <= 40% of the naive mode (the model benchmark printed no figure: "
+                f"exit {done.returncode})", False)
+    app = PREFILL_APP.search(done.stdout)
+    in_app = f"; {app.group(1)}% per run in a running app" if app else ""
+    return (f"prefill tokens <= 40% of the naive mode ({match.group(1)}% in one CLI run, system "
+            f"prompts counted{in_app}; model benchmark)", match.group(2).lower() == "yes")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure every case, print the table and the goals with yes/no; 0 when every goal is met."""
+    args = _parse_args(argv)
+    cases = [c for c in CASES if not args.cases or _name(c) in args.cases]
+    out = sys.stdout
+    out.write(__doc__.split("\n\n")[1].replace("\n", " ") + "\n\n")
+    measured = _measure(args, cases)
+    _write_table(out, args.repeat, measured)
+    _write_costs_and_app(out, measured.results, measured.app)
+    goals = _cpu_goals(measured, bool(args.reference_python)) + _run_goals(measured)
     if not args.skip_model_bench:
-        # One run per mode: token counts do not depend on repeats (the model benchmark's timings are its own).
-        out.write("\nrunning the model benchmark (python -m sam3_agent.bench --repeat 1) for the prefill target...\n")
-        out.flush()
-        done = subprocess.run([sys.executable, "-m", "sam3_agent.bench", "--repeat", "1"], capture_output=True,
-                              text=True, cwd=ROOT)
-        match = PREFILL.search(done.stdout)
-        if match:
-            app = PREFILL_APP.search(done.stdout)
-            in_app = f"; {app.group(1)}% per run in a running app" if app else ""
-            goals.append((f"prefill tokens <= 40% of the naive mode ({match.group(1)}% in one CLI run, system "
-                          f"prompts counted{in_app}; model benchmark)", match.group(2).lower() == "yes"))
-        else:
-            goals.append(("prefill tokens <= 40% of the naive mode (the model benchmark printed no figure: "
-                          f"exit {done.returncode})", False))
+        goals.append(_prefill_goal(out))
     out.write("\ngoals:\n")
     for text, ok in goals:
         out.write(f"  {_yes(ok):>3}  {text}\n")

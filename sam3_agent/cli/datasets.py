@@ -96,6 +96,61 @@ def read_samples(args: argparse.Namespace) -> list:
     return samples
 
 
+def _prepare_batch(items: Sequence, args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The backend settings, the agent config and the prepared output folder, from the checked flags.
+
+    Raises:
+        InputError: out-of-range or ignored flags (before any model loads), or an output folder that is not a
+            batch's.
+    """
+    from ..datasets.batch.layout import BatchLayout
+    from ..errors import InputError
+    from .flags import agent_config, backend_settings
+
+    settings = backend_settings(args)  # checked: out-of-range or ignored flags are refused before any load
+    if args.concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.ray_workers is not None and args.ray_workers < 1:
+        raise InputError(f"--ray-workers must be at least 1, got {args.ray_workers}")
+    config = agent_config(args)
+    layout = BatchLayout(args.out, items)
+    layout.prepare()
+    return settings, config, layout
+
+
+def _run_on_ray(items: Sequence, layout: Any, settings: Any, config: Any, args: argparse.Namespace, stdout: TextIO,
+                progress: TextIO | None) -> Any:
+    """Run the batch on Ray workers, each loading its own models; returns the ``BatchResult``."""
+    from ..datasets.batch.ray_runner import run_batch_on_ray
+
+    where = f" at {args.ray}" if args.ray else ""
+    stdout.write(f"Starting Ray{where} and loading the models on its workers...\n")
+    stdout.flush()
+    return run_batch_on_ray(items, layout, settings, config, address=args.ray or None, workers=args.ray_workers,
+                            concurrency=args.concurrency, max_image_pixels=args.max_image_pixels, progress=progress)
+
+
+def _run_locally(items: Sequence, layout: Any, settings: Any, config: Any, args: argparse.Namespace, stdout: TextIO,
+                 progress: TextIO | None) -> Any:
+    """Load the models here, run the batch over them and close them; returns the ``BatchResult``."""
+    from ..datasets.batch.agents import BatchAgents
+    from ..datasets.batch.runner import run_batch
+    from .flags import with_planned_batch
+
+    stdout.write("Loading models...\n")
+    stdout.flush()
+    loaded = time.perf_counter()
+    agents = BatchAgents.load(settings, config, concurrency=args.concurrency)
+    agents.config = with_planned_batch(config, args, agents.backends.settings)  # smaller on a small GPU
+    stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
+    stdout.flush()
+    try:
+        return run_batch(items, layout, agents, concurrency=args.concurrency, max_image_pixels=args.max_image_pixels,
+                         progress=progress)
+    finally:
+        agents.close()
+
+
 def _run_batch(
     items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 ) -> tuple[Any, Any, int | None]:
@@ -104,51 +159,19 @@ def _run_batch(
     Returns:
         ``(layout, result, None)``, or ``(layout or None, None, exit status)`` when it could not run.
     """
-    from ..datasets.batch.layout import BatchLayout
     from ..errors import BackendError, InputError
-    from .flags import agent_config, backend_settings, with_planned_batch
 
     progress = stderr if args.progress else None
     try:
-        settings = backend_settings(args)  # checked: out-of-range or ignored flags are refused before any load
-        if args.concurrency < 1:
-            raise InputError(f"--concurrency must be at least 1, got {args.concurrency}")
-        if args.ray_workers is not None and args.ray_workers < 1:
-            raise InputError(f"--ray-workers must be at least 1, got {args.ray_workers}")
-        config = agent_config(args)
-        layout = BatchLayout(args.out, items)
-        layout.prepare()
+        settings, config, layout = _prepare_batch(items, args)
     except InputError as error:
         stderr.write(f"error: {error}\n")
         return None, None, EXIT_INPUT
     if args.preset == "tiny":
         stdout.write("Note: the tiny preset's models have random weights; their masks and text mean nothing.\n")
+    run = _run_on_ray if args.ray is not None else _run_locally
     try:
-        if args.ray is not None:
-            from ..datasets.batch.ray_runner import run_batch_on_ray
-
-            where = f" at {args.ray}" if args.ray else ""
-            stdout.write(f"Starting Ray{where} and loading the models on its workers...\n")
-            stdout.flush()
-            result = run_batch_on_ray(items, layout, settings, config, address=args.ray or None,
-                                      workers=args.ray_workers, concurrency=args.concurrency,
-                                      max_image_pixels=args.max_image_pixels, progress=progress)
-        else:
-            from ..datasets.batch.agents import BatchAgents
-            from ..datasets.batch.runner import run_batch
-
-            stdout.write("Loading models...\n")
-            stdout.flush()
-            loaded = time.perf_counter()
-            agents = BatchAgents.load(settings, config, concurrency=args.concurrency)
-            agents.config = with_planned_batch(config, args, agents.backends.settings)  # smaller on a small GPU
-            stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
-            stdout.flush()
-            try:
-                result = run_batch(items, layout, agents, concurrency=args.concurrency,
-                                   max_image_pixels=args.max_image_pixels, progress=progress)
-            finally:
-                agents.close()
+        result = run(items, layout, settings, config, args, stdout, progress)
     except InputError as error:
         stderr.write(f"error: {error}\n")
         return layout, None, EXIT_INPUT

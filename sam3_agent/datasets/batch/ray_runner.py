@@ -122,33 +122,11 @@ def run_batch_on_ray(
     """
     import ray
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        options: dict[str, Any] = {"logging_level": logging.WARNING, **(init_options or {})}
-        if address is None and "RAY_ADDRESS" not in os.environ:
-            options.setdefault("include_dashboard", False)  # a new local Ray: no dashboard to serve
-        try:
-            ray.init(address=address, **options)
-        except (ConnectionError, RuntimeError, ValueError) as error:
-            raise BackendError(f"cannot start or join Ray{f' at {address}' if address else ''}: {error}") from None
+    started_here = _join_ray(ray, address, init_options)
     slots: list[_Slot] = []
     try:
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        count = workers if workers is not None else max(1, gpus)
-        resources = {"num_gpus": 1} if gpus else {"num_cpus": 1}
-        actor_class = ray.remote(BatchWorker).options(max_concurrency=concurrency + 1, **resources)
-        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-        slots = [_Slot(actor_class.remote(settings, config, concurrency, env)) for _ in range(count)]
-        last_error = ""
-        for slot in slots:
-            try:
-                logger.info("Ray worker ready on %s", ray.get(slot.actor.ready.remote()))
-            except ray.exceptions.RayError as error:
-                slot.alive = False
-                logger.error("a Ray worker could not load its models: %s", _error_text(error))
-                last_error = _error_text(error)
-        if not any(slot.alive for slot in slots):
-            raise BackendError(f"no Ray worker could load its models: {last_error}")
+        slots = _start_workers(ray, settings, config, workers, concurrency)
+        _wait_for_workers(ray, slots)
         return _drive(ray, slots, items, layout, concurrency, max_image_pixels, progress)
     finally:
         for slot in slots:
@@ -157,19 +135,96 @@ def run_batch_on_ray(
             ray.shutdown()
 
 
-def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: BatchLayout, concurrency: int,
-           max_image_pixels: int, progress: TextIO | None) -> BatchResult:
-    book = BatchProgress(layout, items, progress)
-    queue = iter(book.todo)
-    in_flight: dict[Any, tuple[BatchItem, _Slot, float]] = {}
-    stopped = False
+def _join_ray(ray: Any, address: str | None, init_options: dict[str, Any] | None) -> bool:
+    """Start or join Ray unless this process already did; returns whether it was started here (and so is to be
+    shut down at the end).
 
-    def submit() -> None:
-        while not stopped:
-            live = [s for s in slots if s.alive and s.busy < concurrency]
+    Raises:
+        BackendError: Ray cannot start or be reached.
+    """
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"logging_level": logging.WARNING, **(init_options or {})}
+    if address is None and "RAY_ADDRESS" not in os.environ:
+        options.setdefault("include_dashboard", False)  # a new local Ray: no dashboard to serve
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise BackendError(f"cannot start or join Ray{f' at {address}' if address else ''}: {error}") from None
+    return True
+
+
+def _start_workers(ray: Any, settings: BackendSettings, config: AgentConfig, workers: int | None,
+                   concurrency: int) -> list[_Slot]:
+    """Create the worker actors (one GPU each when the cluster has GPUs, else one CPU); they load their models
+    in the background."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    count = workers if workers is not None else max(1, gpus)
+    resources = {"num_gpus": 1} if gpus else {"num_cpus": 1}
+    actor_class = ray.remote(BatchWorker).options(max_concurrency=concurrency + 1, **resources)
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    return [_Slot(actor_class.remote(settings, config, concurrency, env)) for _ in range(count)]
+
+
+def _wait_for_workers(ray: Any, slots: list[_Slot]) -> None:
+    """Wait until each worker has loaded its models; one that could not is marked dead and logged.
+
+    Raises:
+        BackendError: no worker could load its models.
+    """
+    last_error = ""
+    for slot in slots:
+        try:
+            logger.info("Ray worker ready on %s", ray.get(slot.actor.ready.remote()))
+        except ray.exceptions.RayError as error:
+            slot.alive = False
+            logger.error("a Ray worker could not load its models: %s", _error_text(error))
+            last_error = _error_text(error)
+    if not any(slot.alive for slot in slots):
+        raise BackendError(f"no Ray worker could load its models: {last_error}")
+
+
+class _RayInFlight:
+    """The items of a Ray batch sent to the workers and not yet accounted for: each goes to the least busy live
+    worker with room (``concurrency`` items each), and its trace is written here when it comes back."""
+
+    def __init__(self, ray: Any, slots: list[_Slot], book: BatchProgress, concurrency: int,
+                 max_image_pixels: int) -> None:
+        self._ray = ray
+        self._slots = slots
+        self._book = book
+        self._concurrency = concurrency
+        self._max_image_pixels = max_image_pixels
+        self._queue = iter(book.todo)
+        self._refs: dict[Any, tuple[BatchItem, _Slot, float]] = {}
+        self._stopped = False
+
+    def run_all(self) -> None:
+        """Keep the workers busy until every item has run on one (or no worker is left alive)."""
+        self._submit()
+        while self._refs:
+            done, _ = self._ray.wait(list(self._refs), num_returns=1, timeout=POLL_SECONDS)
+            for ref in done:
+                self._collect(ref)
+            self._submit()
+
+    def stop_and_collect(self) -> None:
+        """Ask every live worker to cancel its items and account for each as it comes back (``cancelled``)."""
+        self._stopped = True
+        for slot in self._slots:
+            if slot.alive:
+                slot.actor.cancel.remote()
+        while self._refs:
+            done, _ = self._ray.wait(list(self._refs), num_returns=1)
+            self._collect(done[0])
+
+    def _submit(self) -> None:
+        layout = self._book.layout
+        while not self._stopped:
+            live = [s for s in self._slots if s.alive and s.busy < self._concurrency]
             if not live:
                 return
-            item = next(queue, None)
+            item = next(self._queue, None)
             if item is None:
                 return
             slot = min(live, key=lambda s: s.busy)
@@ -178,14 +233,15 @@ def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: Bat
                 data = item.image.read_bytes()
             except OSError as error:
                 reason = f"cannot read the image {item.image_ref}: {error.strerror or error}"
-                book.finished(item, layout.write_item(item, None, 0.0, reason))
+                self._book.finished(item, layout.write_item(item, None, 0.0, reason))
                 continue
-            ref = slot.actor.run.remote(item, data, max_image_pixels)
+            ref = slot.actor.run.remote(item, data, self._max_image_pixels)
             slot.busy += 1
-            in_flight[ref] = (item, slot, time.perf_counter())
+            self._refs[ref] = (item, slot, time.perf_counter())
 
-    def collect(ref: Any) -> None:
-        item, slot, submitted = in_flight.pop(ref)
+    def _collect(self, ref: Any) -> None:
+        ray = self._ray
+        item, slot, submitted = self._refs.pop(ref)
         slot.busy -= 1
         try:
             trace, reason, seconds = ray.get(ref)
@@ -195,23 +251,24 @@ def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: Bat
             reason = f"the Ray worker running this item failed: {_error_text(error)}"
             trace, seconds = None, time.perf_counter() - submitted
         slot.ran += 1
-        book.finished(item, layout.write_item(item, trace, seconds, reason))
+        self._book.finished(item, self._book.layout.write_item(item, trace, seconds, reason))
 
+
+def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: BatchLayout, concurrency: int,
+           max_image_pixels: int, progress: TextIO | None) -> BatchResult:
+    """Run the unfinished items on the workers, then write the dataset-level files (also when stopped).
+
+    Raises:
+        BackendError: every worker died before the batch ended (what ran is kept).
+    """
+    book = BatchProgress(layout, items, progress)
+    in_flight = _RayInFlight(ray, slots, book, concurrency, max_image_pixels)
+    stopped = False
     try:
-        submit()
-        while in_flight:
-            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_SECONDS)
-            for ref in done:
-                collect(ref)
-            submit()
+        in_flight.run_all()
     except KeyboardInterrupt:
         stopped = True
-        for slot in slots:
-            if slot.alive:
-                slot.actor.cancel.remote()
-        while in_flight:
-            done, _ = ray.wait(list(in_flight), num_returns=1)
-            collect(done[0])
+        in_flight.stop_and_collect()
     result = book.close(stopped)
     logger.info("items per Ray worker: %s", [slot.ran for slot in slots])
     if not stopped and book.ran < len(book.todo):

@@ -199,6 +199,63 @@ def run_item(
     return layout.write_item(item, trace, time.perf_counter() - started, reason)
 
 
+class _InFlight:
+    """The items of a local batch submitted to the thread pool and not yet accounted for, at most ``concurrency``
+    at a time, with the runs going so that a stop can cancel them."""
+
+    def __init__(self, pool: ThreadPoolExecutor, book: BatchProgress, agents: AgentSource, concurrency: int,
+                 max_image_pixels: int) -> None:
+        self._pool = pool
+        self._book = book
+        self._agents = agents
+        self._concurrency = concurrency
+        self._max_image_pixels = max_image_pixels
+        self._queue = iter(book.todo)
+        self._futures: dict[Future, BatchItem] = {}
+        self._stop = threading.Event()
+        self._runs: dict[str, AgentRun] = {}
+
+    def run_all(self) -> None:
+        """Keep ``concurrency`` items in flight until every item has run and been accounted for."""
+        self._fill()
+        while self._futures:
+            done, _ = wait(self._futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+            self._collect(done)
+            self._fill()
+
+    def stop_and_collect(self) -> None:
+        """Cancel the items in flight and account for each as it ends (written as ``cancelled``)."""
+        self._cancel_all()
+        logger.info("stopping: %d item(s) in flight are cancelled and written", len(self._futures))
+        while self._futures:
+            done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
+            self._collect(done)
+
+    def abandon(self) -> None:
+        """Cancel the items in flight and wait for them to end, accounting for none (the batch is failing)."""
+        self._cancel_all()
+        wait(self._futures)
+
+    def _fill(self) -> None:
+        while len(self._futures) < self._concurrency and not self._stop.is_set():
+            item = next(self._queue, None)
+            if item is None:
+                return
+            future = self._pool.submit(run_item, item, self._book.layout, self._agents, stop=self._stop,
+                                       max_image_pixels=self._max_image_pixels, started_runs=self._runs)
+            self._futures[future] = item
+
+    def _collect(self, done: set[Future]) -> None:
+        for future in done:
+            item = self._futures.pop(future)
+            self._book.finished(item, future.result())
+
+    def _cancel_all(self) -> None:
+        self._stop.set()
+        for run in list(self._runs.values()):
+            run.cancel()
+
+
 def run_batch(
     items: Sequence[BatchItem],
     layout: BatchLayout,
@@ -229,47 +286,15 @@ def run_batch(
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, got {concurrency}")
     book = BatchProgress(layout, items, progress)
-    stop = threading.Event()
-    runs: dict[str, AgentRun] = {}
-    queue = iter(book.todo)
-    futures: dict[Future, BatchItem] = {}
     stopped = False
-
-    def cancel_all() -> None:
-        stop.set()
-        for run in list(runs.values()):
-            run.cancel()
-
-    def collect(done: set[Future]) -> None:
-        for future in done:
-            item = futures.pop(future)
-            book.finished(item, future.result())
-
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch-item") as pool:
-
-        def fill() -> None:
-            while len(futures) < concurrency and not stop.is_set():
-                item = next(queue, None)
-                if item is None:
-                    return
-                futures[pool.submit(run_item, item, layout, agents, stop=stop, max_image_pixels=max_image_pixels,
-                                    started_runs=runs)] = item
-
+        in_flight = _InFlight(pool, book, agents, concurrency, max_image_pixels)
         try:
-            fill()
-            while futures:
-                done, _ = wait(futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-                collect(done)
-                fill()
+            in_flight.run_all()
         except KeyboardInterrupt:
             stopped = True
-            cancel_all()
-            logger.info("stopping: %d item(s) in flight are cancelled and written", len(futures))
-            while futures:
-                done, _ = wait(futures, return_when=FIRST_COMPLETED)
-                collect(done)
+            in_flight.stop_and_collect()
         except BaseException:
-            cancel_all()
-            wait(futures)
+            in_flight.abandon()
             raise
     return book.close(stopped)

@@ -1,3 +1,3 @@
-"""Benchmark ground truth in its published forms: ReasonSeg, RefCOCO/+/g, and a simple JSONL format, as
-``ground_truth.Sample`` records rasterised on demand.
+"""Benchmark ground truth in its published forms: ReasonSeg (``reasonseg``), RefCOCO/+/g (``refcoco``) and a
+simple JSONL format (``jsonl_gt``), read as ``ground_truth.EvalSample`` records whose masks are rasterised on demand.
 """

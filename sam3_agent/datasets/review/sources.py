@@ -175,46 +175,83 @@ def unpack_batch_zip(path: str | Path, store: Path, max_unpacked: int = MAX_ZIP_
         raise InputError("the file is not a .zip: zip the batch output folder and upload the .zip") from None
     with archive:
         members = archive.infolist()
-        if len(members) > MAX_ZIP_MEMBERS:
-            raise InputError(f"the .zip has {len(members)} files, more than the {MAX_ZIP_MEMBERS} a batch may have")
-        prefix = _batch_prefix([m.filename for m in members])
-        wanted: list[tuple[zipfile.ZipInfo, str]] = []
-        for member in members:
-            name = member.filename[len(prefix):] if member.filename.startswith(prefix) else None
-            is_link = stat.S_ISLNK(member.external_attr >> 16)
-            if name and not is_link and not member.is_dir() and (name in _TOP or _ITEM_FILE.match(name)):
-                wanted.append((member, name))
-        if sum(m.file_size for m, _ in wanted) > max_unpacked:
-            raise InputError(f"the .zip is larger than {max_unpacked // 2**20} MB once unpacked: review such a "
-                             "batch from a folder under the review folder instead")
-        try:
-            store.mkdir(parents=True, exist_ok=True)
-            scratch = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=store))
-        except OSError as error:
-            raise InputError(f"the upload cannot be saved on the server ({error.strerror or error}), so its reviews "
-                             "could not be either") from None
-        try:
-            budget = max_unpacked
-            for member, name in wanted:
-                budget -= _copy_member(archive, member, scratch / name, budget)
-            os.rename(scratch, folder)  # the copy appears whole or not at all
-        except FileExistsError:
-            shutil.rmtree(scratch, ignore_errors=True)  # the same .zip, unpacked meanwhile by another session
+        wanted = _wanted_members(members, max_unpacked)
+        scratch = _scratch_folder(store)
+        if _unpack_into(archive, wanted, scratch, folder, max_unpacked):
             return folder, True
-        except OSError as error:
-            shutil.rmtree(scratch, ignore_errors=True)
-            if folder.is_dir() and (folder / MANIFEST_FILE).is_file():
-                return folder, True
-            raise InputError(f"the upload cannot be saved on the server ({error.strerror or error}), so its reviews "
-                             "could not be either") from None
-        except (zipfile.BadZipFile, EOFError, ValueError, InputError) as error:  # CRC mismatch, truncated member...
-            shutil.rmtree(scratch, ignore_errors=True)
-            if isinstance(error, InputError):
-                raise
-            raise InputError(f"the .zip is damaged ({error}): zip the batch output folder again") from None
     logger.info("unpacked a batch .zip (%d files kept, %d left out) into %s", len(wanted), len(members) - len(wanted),
                 folder)
     return folder, False
+
+
+def _wanted_members(members: list[zipfile.ZipInfo], max_unpacked: int) -> list[tuple[zipfile.ZipInfo, str]]:
+    """The members a queue needs (see the module docstring), each with its name inside the batch folder.
+
+    Raises:
+        InputError: too many members, no batch output or several, or more than ``max_unpacked`` bytes wanted.
+    """
+    if len(members) > MAX_ZIP_MEMBERS:
+        raise InputError(f"the .zip has {len(members)} files, more than the {MAX_ZIP_MEMBERS} a batch may have")
+    prefix = _batch_prefix([m.filename for m in members])
+    wanted: list[tuple[zipfile.ZipInfo, str]] = []
+    for member in members:
+        name = member.filename[len(prefix):] if member.filename.startswith(prefix) else None
+        is_link = stat.S_ISLNK(member.external_attr >> 16)
+        if name and not is_link and not member.is_dir() and (name in _TOP or _ITEM_FILE.match(name)):
+            wanted.append((member, name))
+    if sum(m.file_size for m, _ in wanted) > max_unpacked:
+        raise InputError(f"the .zip is larger than {max_unpacked // 2**20} MB once unpacked: review such a "
+                         "batch from a folder under the review folder instead")
+    return wanted
+
+
+def _store_error(error: OSError) -> InputError:
+    """What the person is told when the upload store cannot be written."""
+    return InputError(f"the upload cannot be saved on the server ({error.strerror or error}), so its reviews "
+                      "could not be either")
+
+
+def _scratch_folder(store: Path) -> Path:
+    """A new temporary folder in ``store`` (created) to unpack into.
+
+    Raises:
+        InputError: the store cannot be written.
+    """
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".unpacking-", dir=store))
+    except OSError as error:
+        raise _store_error(error) from None
+
+
+def _unpack_into(archive: zipfile.ZipFile, wanted: list[tuple[zipfile.ZipInfo, str]], scratch: Path, folder: Path,
+                 max_unpacked: int) -> bool:
+    """Copy ``wanted`` into ``scratch``, then rename it to ``folder`` (the copy appears whole or not at all);
+    ``scratch`` is removed on failure. Returns True when ``folder`` was made meanwhile by another session (the
+    same .zip), False when this copy became it.
+
+    Raises:
+        InputError: a damaged, encrypted or oversized member, or the store cannot be written.
+    """
+    try:
+        budget = max_unpacked
+        for member, name in wanted:
+            budget -= _copy_member(archive, member, scratch / name, budget)
+        os.rename(scratch, folder)
+    except FileExistsError:
+        shutil.rmtree(scratch, ignore_errors=True)  # the same .zip, unpacked meanwhile by another session
+        return True
+    except OSError as error:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if folder.is_dir() and (folder / MANIFEST_FILE).is_file():
+            return True
+        raise _store_error(error) from None
+    except (zipfile.BadZipFile, EOFError, ValueError, InputError) as error:  # CRC mismatch, truncated member...
+        shutil.rmtree(scratch, ignore_errors=True)
+        if isinstance(error, InputError):
+            raise
+        raise InputError(f"the .zip is damaged ({error}): zip the batch output folder again") from None
+    return False
 
 
 def folder_bytes(folder: Path) -> int:

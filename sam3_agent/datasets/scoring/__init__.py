@@ -1,3 +1,3 @@
-"""Scoring a batch against ground truth: the metrics (``metrics``), the per-sample scores (``evaluate``) and
-the report (``report``).
+"""Scoring a batch against ground truth: IoU and the summary metrics (``metrics``), each sample scored against
+its batch record (``evaluate``), and the report files (``report``).
 """

@@ -145,32 +145,9 @@ def _table(groups: dict[str, Metrics]) -> str:
     return f"<table>{head}\n{_metrics_rows(groups)}</table>"
 
 
-def write_report(
-    evaluation: Evaluation,
-    samples: Sequence[EvalSample],
-    layout: BatchLayout,
-    folder: str | Path,
-    *,
-    title: str = "SAM3 Agent evaluation",
-    worst: int = 8,
-) -> Path:
-    """Write the report files (see the module docstring) into ``folder``; returns the path of ``report.html``.
-
-    Args:
-        evaluation: the scores (``evaluate.evaluate``).
-        samples: the dataset's samples (for images and ground truth of the worst cases).
-        layout: the batch output (for the answers and links to the traces).
-        folder: where to write (created).
-        title: the page title (e.g. the dataset's name and format).
-        worst: how many of the lowest-IoU samples to show with overlays.
-
-    Raises:
-        OSError: the folder cannot be written.
-    """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    scores = evaluation.scores
-    document = {
+def _metrics_document(evaluation: Evaluation, title: str) -> dict:
+    """What ``metrics.json`` holds: the metrics, every breakdown, the unscored samples and the notes."""
+    return {
         "title": title,
         "notes": evaluation.notes,
         "metrics": evaluation.metrics.to_json(),
@@ -178,35 +155,45 @@ def write_report(
                        for name, groups in evaluation.breakdowns.items()},
         "unscored": [{"id": u.id, "reason": u.reason} for u in evaluation.unscored],
     }
-    write_json_atomic(folder / "metrics.json", document)
-    write_text_atomic(folder / "samples.csv", _csv(scores))
-    plots = _plots(scores, folder / "plots") if scores else []
+
+
+def _worst_figure(number: int, score: SampleScore, sample: EvalSample, layout: BatchLayout, folder: Path) -> str:
+    """One worst case as an HTML ``<figure>``: its overlay (written as ``worst/NNN.png``) and a caption linking
+    its trace; a sample whose image or ground truth cannot be read gets a line saying why instead of a picture."""
+    item = sample.item()
+    record = layout.read_record(item)
+    caption = (f"<b>{html.escape(score.id)}</b>: {html.escape(score.query)}<br>IoU {score.iou:.3f}, "
+               f"{html.escape(score.status)}, {score.rounds} round(s)")
+    if record is not None and record.trace:
+        link = f"../{layout.relative_folder(item)}/{record.trace}"
+        caption += f' &middot; <a href="{html.escape(link)}">trace</a>'
+    try:
+        image = load_image(sample.image)
+        target, ignore = sample.truth.masks(image.height, image.width)
+        predicted = prediction_mask(record, image.height, image.width) if record else np.zeros_like(target)
+        name = f"worst/{number:03d}.png"
+        write_bytes_atomic(folder / name, _png(overlay(image, predicted, target, ignore)))
+        picture = f'<img src="{name}" alt="overlay of {html.escape(score.id)}">'
+    except (InputError, ValueError) as error:
+        picture = f"<p>(no overlay: {html.escape(str(error))})</p>"
+    return f"<figure>{picture}<figcaption>{caption}</figcaption></figure>"
+
+
+def _worst_figures(scores: Sequence[SampleScore], samples: Sequence[EvalSample], layout: BatchLayout, folder: Path,
+                   worst: int) -> list[str]:
+    """The ``worst`` lowest-IoU samples (ties by id) as figures, lowest first."""
     by_id = {s.id: s for s in samples}
-    worst_html = []
-    for number, score in enumerate(sorted(scores, key=lambda s: (s.iou, s.id))[:worst], start=1):
-        sample = by_id[score.id]
-        item = sample.item()
-        record = layout.read_record(item)
-        caption = (f"<b>{html.escape(score.id)}</b>: {html.escape(score.query)}<br>IoU {score.iou:.3f}, "
-                   f"{html.escape(score.status)}, {score.rounds} round(s)")
-        if record is not None and record.trace:
-            link = f"../{layout.relative_folder(item)}/{record.trace}"
-            caption += f' &middot; <a href="{html.escape(link)}">trace</a>'
-        try:
-            image = load_image(sample.image)
-            target, ignore = sample.truth.masks(image.height, image.width)
-            predicted = prediction_mask(record, image.height, image.width) if record else np.zeros_like(target)
-            name = f"worst/{number:03d}.png"
-            write_bytes_atomic(folder / name, _png(overlay(image, predicted, target, ignore)))
-            picture = f'<img src="{name}" alt="overlay of {html.escape(score.id)}">'
-        except (InputError, ValueError) as error:
-            picture = f"<p>(no overlay: {html.escape(str(error))})</p>"
-        worst_html.append(f"<figure>{picture}<figcaption>{caption}</figcaption></figure>")
+    return [_worst_figure(number, score, by_id[score.id], layout, folder)
+            for number, score in enumerate(sorted(scores, key=lambda s: (s.iou, s.id))[:worst], start=1)]
+
+
+def _page(evaluation: Evaluation, title: str, plots: Sequence[str], figures: Sequence[str]) -> str:
+    """``report.html``: notes, metrics, breakdowns, plots, worst cases and the unscored samples."""
     notes_html = "".join(f'<p class="note">{html.escape(note)}</p>' for note in evaluation.notes)
     unscored_html = "".join(f"<li>{html.escape(u.id)}: {html.escape(u.reason)}</li>" for u in evaluation.unscored)
     breakdown_html = "".join(f"<h3>by {html.escape(name)}</h3>{_table(groups)}"
                              for name, groups in evaluation.breakdowns.items() if groups)
-    page = f"""<!doctype html>
+    return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
 body {{ font-family: sans-serif; margin: 2em; max-width: 70em; }}
@@ -232,9 +219,40 @@ runs that ran out of rounds count as empty answers. Files: <a href="metrics.json
 {"".join(f'<img src="plots/{p}" alt="{html.escape(p)}">' for p in plots)}
 <h2>Worst cases</h2>
 <p>Green: target only; red: prediction only; yellow: both; grey: ignored.</p>
-{"".join(worst_html)}
+{"".join(figures)}
 <h2>Not scored ({len(evaluation.unscored)})</h2>
 <ul>{unscored_html}</ul>
 </body></html>
 """
-    return write_text_atomic(folder / "report.html", page)
+
+
+def write_report(
+    evaluation: Evaluation,
+    samples: Sequence[EvalSample],
+    layout: BatchLayout,
+    folder: str | Path,
+    *,
+    title: str = "SAM3 Agent evaluation",
+    worst: int = 8,
+) -> Path:
+    """Write the report files (see the module docstring) into ``folder``; returns the path of ``report.html``.
+
+    Args:
+        evaluation: the scores (``evaluate.evaluate``).
+        samples: the dataset's samples (for images and ground truth of the worst cases).
+        layout: the batch output (for the answers and links to the traces).
+        folder: where to write (created).
+        title: the page title (e.g. the dataset's name and format).
+        worst: how many of the lowest-IoU samples to show with overlays.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    scores = evaluation.scores
+    write_json_atomic(folder / "metrics.json", _metrics_document(evaluation, title))
+    write_text_atomic(folder / "samples.csv", _csv(scores))
+    plots = _plots(scores, folder / "plots") if scores else []
+    figures = _worst_figures(scores, samples, layout, folder, worst)
+    return write_text_atomic(folder / "report.html", _page(evaluation, title, plots, figures))
