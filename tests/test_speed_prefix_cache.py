@@ -234,8 +234,7 @@ def test_model_failures_on_the_cached_path_become_backend_errors(plain, images, 
 
 
 def test_preprocessed_inputs_equal_the_processors(plain, images):
-    from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages
-    from sam3_agent.vlm.transformers_qwen import to_chat
+    from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
 
     cache, texts = PreprocessedImages(), TextIds()
     for messages in run_rounds(images["coffee"])[1:4]:

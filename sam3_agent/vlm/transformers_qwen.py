@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
+from ..engine.decoded import Decoded, EngineError
 from ..engine.decoding import DecodingSettings, ModelDecoding, model_decoding
 from ..engine.kv_prefix import DEFAULT_PREFIX_CACHE_BYTES, DEFAULT_PREFIX_CACHE_ENTRIES, PrefixCacheStats
-from ..engine.qwen_engine import Decoded, EngineError, QwenEngine
-from ..engine.qwen_inputs import to_chat  # noqa: F401  (re-exported)
+from ..engine.qwen_engine import QwenEngine
 from ..engine.sampling import Sampling
 from ..engine.usage import VLMUsage
 from ..errors import BackendError, InputError
