@@ -20,12 +20,8 @@ from sam3_agent.imaging.render import render_numbered_overlay
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.vlm.base import generate
-from sam3_agent.vlm.transformers_qwen import (
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MIN_PIXELS,
-    TransformersQwenVLM,
-    default_image_size,
-)
+from sam3_agent.vlm.image_fit import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, default_image_size
+from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LIMIT = 10
