@@ -255,73 +255,88 @@ def build_backends(settings: BackendSettings) -> Backends:
         InputError: inconsistent settings (``check_backend_settings``).
         BackendError: a model cannot be loaded (the message names it and says how to fix it).
     """
-    from .vlm.qwen_load import DEFAULT_VLM_MODEL
-
     check_backend_settings(settings)
     record: dict[str, Any] = {"preset": settings.preset, "device": settings.device}
-    if settings.preset == "tiny":
-        sam3_path, vlm_path = tiny_model_paths(settings.tiny_vlm_kind)
-        sam3_id, vlm_id = str(sam3_path), str(vlm_path)
-        max_new_tokens = settings.max_new_tokens or TINY_MAX_NEW_TOKENS
-    else:
-        sam3_id = settings.sam3_model or DEFAULT_SAM3_MODEL
-        vlm_id = settings.vlm_model or DEFAULT_VLM_MODEL
-        max_new_tokens = settings.max_new_tokens or SERVER_MAX_NEW_TOKENS
+    sam3_id, vlm_id, max_new_tokens = _model_ids(settings)
     sam3_dtype(settings.sam3_dtype)  # an unknown dtype is refused before anything loads
     plan = memory_plan(settings, vlm_id)
+    segmenter = _planned_segmenter(settings, sam3_id, plan, record)
+    if settings.script:
+        vlm, verifier = _scripted_vlms(settings.script, record)
+    elif settings.vlm_server:
+        vlm = verifier = _server_vlm(settings, max_new_tokens, record)
+    else:
+        vlm, verifier, max_new_tokens = _loaded_vlms(settings, vlm_id, plan, record)
+    record["max_new_tokens"] = max_new_tokens
+    return Backends(vlm, verifier, segmenter, record)
+
+
+def _model_ids(settings: BackendSettings) -> tuple[str, str, int]:
+    """SAM 3's and the VLM's ids or folders (the tiny preset's built now) and the default token budget."""
+    from .vlm.qwen_load import DEFAULT_VLM_MODEL
+
+    if settings.preset == "tiny":
+        sam3_path, vlm_path = tiny_model_paths(settings.tiny_vlm_kind)
+        return str(sam3_path), str(vlm_path), settings.max_new_tokens or TINY_MAX_NEW_TOKENS
+    return (settings.sam3_model or DEFAULT_SAM3_MODEL, settings.vlm_model or DEFAULT_VLM_MODEL,
+            settings.max_new_tokens or SERVER_MAX_NEW_TOKENS)
+
+
+def _planned_segmenter(settings: BackendSettings, sam3_id: str, plan: MemoryPlan | None,
+                       record: dict[str, Any]) -> Segmenter:
+    """SAM 3 in the dtype and feature-cache size asked for or planned; records them and the plan."""
     dtype = settings.sam3_dtype or (plan.sam3_dtype if plan else "float32")
     segmenter = _segmenter(sam3_id, settings.device, dtype,
                            plan.feature_cache_bytes if plan else DEFAULT_FEATURE_CACHE_BYTES)
-    record["sam3_model"] = sam3_id
-    record["sam3_dtype"] = dtype
-    record["verify_batch_size"] = plan.verify_batch_size if plan else DEFAULT_VERIFY_BATCH_SIZE
+    record.update(sam3_model=sam3_id, sam3_dtype=dtype,
+                  verify_batch_size=plan.verify_batch_size if plan else DEFAULT_VERIFY_BATCH_SIZE)
     if plan is not None:
         record["memory_plan"] = plan.describe()
+    return segmenter
 
-    if settings.script:
-        from .vlm.scripted import ScriptedVLM, load_script
 
-        script = load_script(settings.script)
-        if not script["main"]:
-            raise InputError(f"the script {settings.script} has no main responses: add at least one")
-        vlm: VLM = ScriptedVLM(script["main"], name=f"scripted:{Path(settings.script).name}")
-        verifier: VLM = ScriptedVLM(script["verify"], name=f"scripted-verify:{Path(settings.script).name}")
-        record["vlm_model"] = f"script {Path(settings.script).name}"
-    elif settings.vlm_server:
-        from .vlm.openai_server import OpenAIServerVLM, ServerTimeouts
+def _scripted_vlms(script_file: str, record: dict[str, Any]) -> tuple[VLM, VLM]:
+    """The main and verification VLMs replaying a script file (``InputError`` when it has no main responses)."""
+    from .vlm.scripted import ScriptedVLM, load_script
 
-        timeouts = ServerTimeouts.resolve(
-            settings.vlm_server_connect_timeout, settings.vlm_server_read_timeout, settings.vlm_server_deadline
-        )
-        vlm = OpenAIServerVLM(
-            settings.vlm_server,
-            settings.vlm_server_model or "",
-            api_key=settings.api_key or os.environ.get("OPENAI_API_KEY"),
-            timeouts=timeouts,
-            max_new_tokens=max_new_tokens,
-            min_pixels=settings.min_pixels,
-            max_pixels=settings.max_pixels,
-        )
-        verifier = vlm
-        record["vlm_model"] = settings.vlm_server_model
-        record["vlm_server"] = settings.vlm_server
-        record["vlm_server_timeouts"] = asdict(timeouts)
-        record["min_pixels"] = vlm.image_limits.min_pixels
-        record["max_pixels"] = vlm.image_limits.max_pixels
-    else:
-        max_pixels = settings.max_pixels or (plan.max_pixels if plan else None)
-        loaded = _local_vlm(vlm_id, settings.device, settings.min_pixels, max_pixels, settings.prefix_cache,
-                            plan.prefix_cache_bytes if plan else None)
-        vlm, verifier, record["decoding"] = _decoding_views(loaded, settings, settings.preset == "tiny")
-        max_new_tokens = record["decoding"]["main"]["max_new_tokens"]
-        if not on_zero_gpu():
-            cache_system_prompts(vlm)
-        record["vlm_model"] = vlm_id
-        record["min_pixels"] = settings.min_pixels
-        record["max_pixels"] = max_pixels
-        record["prefix_cache"] = settings.prefix_cache
-    record["max_new_tokens"] = max_new_tokens
-    return Backends(vlm, verifier, segmenter, record)
+    script = load_script(script_file)
+    if not script["main"]:
+        raise InputError(f"the script {script_file} has no main responses: add at least one")
+    name = Path(script_file).name
+    main = ScriptedVLM(script["main"], name=f"scripted:{name}")
+    record["vlm_model"] = f"script {name}"
+    return main, ScriptedVLM(script["verify"], name=f"scripted-verify:{name}")
+
+
+def _server_vlm(settings: BackendSettings, max_new_tokens: int, record: dict[str, Any]) -> VLM:
+    """The VLM behind an OpenAI-compatible server (main and verification calls alike); records where it is."""
+    from .vlm.openai_server import OpenAIServerVLM, ServerTimeouts
+
+    timeouts = ServerTimeouts.resolve(settings.vlm_server_connect_timeout, settings.vlm_server_read_timeout,
+                                      settings.vlm_server_deadline)
+    vlm = OpenAIServerVLM(
+        settings.vlm_server, settings.vlm_server_model or "",
+        api_key=settings.api_key or os.environ.get("OPENAI_API_KEY"), timeouts=timeouts,
+        max_new_tokens=max_new_tokens, min_pixels=settings.min_pixels, max_pixels=settings.max_pixels,
+    )
+    record.update(vlm_model=settings.vlm_server_model, vlm_server=settings.vlm_server,
+                  vlm_server_timeouts=asdict(timeouts), min_pixels=vlm.image_limits.min_pixels,
+                  max_pixels=vlm.image_limits.max_pixels)
+    return vlm
+
+
+def _loaded_vlms(settings: BackendSettings, vlm_id: str, plan: MemoryPlan | None,
+                 record: dict[str, Any]) -> tuple[VLM, VLM, int]:
+    """The local VLM's main and verification views and their token budget, system prompts cached; records them."""
+    max_pixels = settings.max_pixels or (plan.max_pixels if plan else None)
+    loaded = _local_vlm(vlm_id, settings.device, settings.min_pixels, max_pixels, settings.prefix_cache,
+                        plan.prefix_cache_bytes if plan else None)
+    vlm, verifier, record["decoding"] = _decoding_views(loaded, settings, settings.preset == "tiny")
+    if not on_zero_gpu():
+        cache_system_prompts(vlm)
+    record.update(vlm_model=vlm_id, min_pixels=settings.min_pixels, max_pixels=max_pixels,
+                  prefix_cache=settings.prefix_cache)
+    return vlm, verifier, record["decoding"]["main"]["max_new_tokens"]
 
 
 # ---------------------------------------------------------------- point prompts (hand corrections)

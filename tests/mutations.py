@@ -47,7 +47,7 @@ MUTATIONS = (
     Mutation(
         "padding_visible",
         "each row of a padded batch attends to the padding laid between the shared prefix and its own tokens",
-        "sam3_agent/engine/qwen_decode.py",
+        "sam3_agent/engine/row_caches.py",
         "mask[i, start + width - length :] = 1",
         "mask[i, start:] = 1",
     ),

@@ -17,7 +17,7 @@ from sam3_agent.errors import BackendError
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.openai_server import MAX_CHARS_PER_TOKEN, OpenAIServerVLM, ServerTimeouts
-from sam3_agent.vlm.server_stream import RetryPolicy
+from sam3_agent.vlm.server_retry import RetryPolicy
 
 QUICK = RetryPolicy(retries=2, backoff=0.01)
 

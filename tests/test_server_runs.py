@@ -12,7 +12,7 @@ from fake_server import FakeServer, chunk
 from sam3_agent.agent.loop import Agent, AgentConfig
 from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.vlm.openai_server import OpenAIServerVLM
-from sam3_agent.vlm.server_stream import RetryPolicy
+from sam3_agent.vlm.server_retry import RetryPolicy
 
 H = W = 512
 CHILD_2 = rect_mask(H, W, 300, 300, 400, 400)

@@ -20,12 +20,8 @@ from sam3_agent.imaging.overlay import render_numbered_overlay
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.vlm.base import generate
-from sam3_agent.vlm.transformers_qwen import (
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MIN_PIXELS,
-    TransformersQwenVLM,
-    default_image_size,
-)
+from sam3_agent.vlm.image_fit import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, default_image_size
+from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LIMIT = 10
@@ -234,8 +230,7 @@ def test_model_failures_on_the_cached_path_become_backend_errors(plain, images, 
 
 
 def test_preprocessed_inputs_equal_the_processors(plain, images):
-    from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages
-    from sam3_agent.vlm.transformers_qwen import to_chat
+    from sam3_agent.engine.qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
 
     cache, texts = PreprocessedImages(), TextIds()
     for messages in run_rounds(images["coffee"])[1:4]:

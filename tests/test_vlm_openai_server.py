@@ -19,7 +19,7 @@ from sam3_agent.messages import Generation, ImagePart, Message, TextPart, images
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.image_fit import DEFAULT_MAX_PIXELS
 from sam3_agent.vlm.openai_server import OpenAIServerVLM, ServerTimeouts
-from sam3_agent.vlm.server_stream import RetryPolicy
+from sam3_agent.vlm.server_retry import RetryPolicy
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 QUICK = RetryPolicy(retries=2, backoff=0.01)  # retries are not what these tests are about

@@ -12,13 +12,14 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
+from sam3_agent.engine.qwen_inputs import to_chat
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.tiny.qwen import BUILD_VERSION, MARKER_FILE, build_tiny_qwen
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.qwen_load import DEFAULT_VLM_MODEL
-from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM, to_chat
+from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 

@@ -1,10 +1,13 @@
 """The inference engine: local Qwen-VL decoding with prompt-prefix reuse, batching and seeded sampling.
 
-Modules: ``qwen_engine`` (the narrow interface ``QwenEngine``: conversations in, text out), ``qwen_inputs``
-(request encoding), ``kv_prefix`` (the prefix KV store), ``qwen_decode`` (the cached, batched decoder),
-``sampling`` (how each token is chosen), ``decoding`` (per-model defaults), ``workers`` (decoding in a worker
-thread), ``usage`` (work counters). The agent, the verifier and the UI never import it: they talk to the
-``vlm.base.VLM`` protocol, which ``vlm.transformers_qwen`` implements on top of this package.
+Modules: ``qwen_engine`` (the narrow interface ``QwenEngine``: conversations in, text out; its answers and
+faults in ``decoded``), ``qwen_prepare`` (conversations to model inputs), ``qwen_inputs`` (request encoding,
+each image and text piece once), ``qwen_request`` (a tokenized request with its image spans and 3-D positions),
+``kv_prefix`` (the prefix KV store), ``qwen_decode`` (the cached, batched decoder), ``row_caches`` (the rows'
+caches, stacked into one batch), ``decoder_thread`` / ``generate_thread`` (the decoder and ``generate`` run in
+a worker thread), ``workers`` (the pieces both share), ``sampling`` (how each token is chosen), ``decoding``
+(per-model defaults), ``usage`` (work counters). The agent, the verifier and the UI never import it: they talk
+to the ``vlm.base.VLM`` protocol, which ``vlm.transformers_qwen`` implements on top of this package.
 
 The engine relies on ``transformers`` internals beyond its public ``generate``: ``DynamicCache`` built from
 per-layer tensors (``DynamicCache(layers, config=...)``), the ``cache=`` and ``logits_to_keep=`` forward

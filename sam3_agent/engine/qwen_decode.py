@@ -43,16 +43,15 @@ strings), and the caller then uses ``generate``.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-from PIL import Image
 
-from ..images import image_digest
-from .kv_prefix import ImageSpan, KVLayers, PrefixCacheStore, TokenSequence, clip_to_image_start, common_prefix_length
+from .kv_prefix import KVLayers, PrefixCacheStore, clip_to_image_start, common_prefix_length
+from .qwen_request import EncodedRequest
+from .row_caches import cache_from, snapshot, stack_rows
 from .sampling import GREEDY, Sampling, TokenChooser
 
 logger = logging.getLogger(__name__)
@@ -93,90 +92,6 @@ class StopFlag(Protocol):
     """What ``CachedDecoder.run`` checks between steps (a ``threading.Event`` is one)."""
 
     def is_set(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class EncodedRequest:
-    """One tokenized request.
-
-    Attributes:
-        input_ids: int64 (1, T) on the model's device, each image expanded to its tokens.
-        image_pixels: per image, float (P_i, C * temporal_patch * patch * patch) patches (views, not copies:
-            only the images a forward pass needs are concatenated).
-        image_grid_thw: int64 (I, 3) (t, h, w) patch grid per image, or ``None``.
-        tokens: the ids on the CPU with each image's token span and content digest.
-        positions: int64 (3, T) mrope positions (t, h, w) of every token.
-        delta: a token at index ``t >= T`` (generated) has position ``t + delta`` on all three axes.
-        system_length: tokens of the system turn the request starts with (0: none known).
-    """
-
-    input_ids: torch.Tensor
-    image_pixels: tuple[torch.Tensor, ...]
-    image_grid_thw: torch.Tensor | None
-    tokens: TokenSequence
-    positions: torch.Tensor
-    delta: int
-    system_length: int = 0
-
-    def __len__(self) -> int:
-        return int(self.input_ids.shape[1])
-
-
-def encode_request(
-    model: Any, inputs: Any, images: Sequence[Image.Image], image_token_id: int, system_length: int = 0,
-    digests: Sequence[str] | None = None,
-) -> EncodedRequest:
-    """Describe a processor output (``input_ids``, ``pixel_values``, ``image_grid_thw``, ``mm_token_type_ids``).
-
-    Args:
-        model: the ``...ForConditionalGeneration`` model (its ``model.get_rope_index`` gives positions).
-        inputs: the processor's ``BatchFeature`` for one request (or ``qwen_inputs.encode_messages``' output,
-            with per-image ``image_pixels`` instead of ``pixel_values``), on the model's device.
-        images: the request's images in the order they appear (their digests key the cache).
-        image_token_id: the id of the image placeholder token.
-        system_length: tokens of the leading system turn, or 0.
-        digests: the images' ``image_digest`` s when the caller already has them.
-
-    When the image placeholders found do not match ``images`` one to one, the images get unique
-    digests: the request then shares nothing beyond its first image.
-    """
-    input_ids = inputs["input_ids"]
-    ids = input_ids[0].detach().to("cpu", torch.int64)
-    grid = inputs.get("image_grid_thw")
-    is_image = ids == image_token_id
-    starts = torch.nonzero(is_image & ~torch.cat([torch.tensor([False]), is_image[:-1]])).flatten().tolist()
-    ends = torch.nonzero(is_image & ~torch.cat([is_image[1:], torch.tensor([False])])).flatten().tolist()
-    counts = [] if grid is None else [int(n) for n in grid.prod(-1).tolist()]
-    if len(starts) == len(images) == len(counts):
-        digests = list(digests) if digests is not None else [image_digest(image) for image in images]
-    else:
-        logger.warning(
-            "found %d image placeholders for %d images: prefix reuse stops at the first image", len(starts), len(images)
-        )
-        digests = [f"unmatched-{uuid.uuid4().hex}" for _ in starts]
-    spans = tuple(ImageSpan(s, e + 1, d) for s, e, d in zip(starts, ends, digests))
-    image_pixels = inputs.get("image_pixels")
-    if image_pixels is None:  # the processor's output: all images' patches in one tensor
-        pixel_values, image_pixels, offset = inputs.get("pixel_values"), [], 0
-        if pixel_values is not None:
-            for count in counts:
-                image_pixels.append(pixel_values[offset : offset + count])
-                offset += count
-    mm_types = inputs.get("mm_token_type_ids")
-    if mm_types is None:
-        mm_types = is_image.to(input_ids.device, torch.int32)[None]
-    positions, deltas = model.model.get_rope_index(
-        input_ids, mm_token_type_ids=mm_types, image_grid_thw=grid, attention_mask=None
-    )
-    return EncodedRequest(
-        input_ids=input_ids,
-        image_pixels=tuple(image_pixels),
-        image_grid_thw=grid,
-        tokens=TokenSequence(ids, spans),
-        positions=positions[:, 0, :],
-        delta=int(deltas.flatten()[0]),
-        system_length=system_length,
-    )
 
 
 @dataclass
@@ -334,24 +249,16 @@ class CachedDecoder:
         if entry is None or reused == 0:
             cache, reused = DynamicCache(config=self.model.config), 0
         else:
-            cache = self._cache_from(entry.layers, reused)
+            cache = cache_from(entry.layers, reused, self.model.config)
         pixel_values, grid, images = self._images_between(request, reused, length)
         positions = request.positions[:, reused:length].unsqueeze(1)
         mask = torch.ones((1, length), dtype=torch.long, device=request.input_ids.device)
         self._forward(request.input_ids[:, reused:length], mask, positions, cache, pixel_values, grid)
         counters.prefill_tokens += length - reused
         counters.images_encoded += images
-        layers = _snapshot(cache)
+        layers = snapshot(cache)
         store.insert(request.tokens.prefix(length), layers, pinned=pinned)
         return layers
-
-    def _cache_from(self, layers: KVLayers | None, length: int) -> Any:
-        """A batch-1 ``DynamicCache`` holding the first ``length`` positions of ``layers`` (empty for ``None``)."""
-        from transformers import DynamicCache
-
-        if layers is None or length == 0:
-            return DynamicCache(config=self.model.config)
-        return DynamicCache([(k[:, :, :length], v[:, :, :length]) for k, v in layers], config=self.model.config)
 
     # ------------------------------------------------------------------ model calls
 
@@ -362,18 +269,16 @@ class CachedDecoder:
         attention mask (B, start + width) and the batch's cache.
 
         Each row runs alone from the shared prefix (see the module docstring); the rows' caches are
-        then stacked with each suffix padded on its left (zeros, masked out) to the longest. A single
+        then stacked with each suffix padded on its left (zeros, masked out) to the longest
+        (``row_caches.stack_rows``). A single
         request's whole prompt is stored for later requests to reuse.
         """
-        from transformers import DynamicCache
-
         device = requests[0].input_ids.device
         lengths = [len(r) - start for r in requests]
-        width = max(lengths)
         row_logits: list[torch.Tensor] = []
         row_layers: list[KVLayers] = []
         for request, length in zip(requests, lengths):
-            cache = self._cache_from(prefix, start)
+            cache = cache_from(prefix, start, self.model.config)
             mask = torch.ones((1, start + length), dtype=torch.long, device=device)
             pixel_values, grid, count = self._images_between(request, start, len(request))
             row_logits.append(self._forward(
@@ -381,23 +286,14 @@ class CachedDecoder:
             ))
             counters.prefill_tokens += length
             counters.images_encoded += count
-            row_layers.append(_snapshot(cache))
+            row_layers.append(snapshot(cache))
         logits = torch.cat(row_logits)
         if len(requests) == 1:
             if self.store is not None:
                 self.store.insert(requests[0].tokens, row_layers[0])
-            return logits, torch.ones((1, start + width), dtype=torch.long, device=device), cache
-        mask = torch.zeros((len(requests), start + width), dtype=torch.long, device=device)
-        for i, length in enumerate(lengths):
-            mask[i, :start] = 1
-            mask[i, start + width - length :] = 1
-        stacked = []
-        for layer in zip(*row_layers):
-            stacked.append(tuple(
-                torch.cat([_pad_suffix(kv[n], start, width - length) for kv, length in zip(layer, lengths)])
-                for n in (0, 1)
-            ))
-        return logits, mask, DynamicCache(stacked, config=self.model.config)
+            return logits, torch.ones((1, start + lengths[0]), dtype=torch.long, device=device), cache
+        mask, stacked = stack_rows(row_layers, lengths, start, device, self.model.config)
+        return logits, mask, stacked
 
     @staticmethod
     def _images_between(
@@ -442,15 +338,3 @@ class CachedDecoder:
             logits[i : i + 1] = self._penalty(ids, logits[i : i + 1])
         return logits
 
-
-def _pad_suffix(states: torch.Tensor, start: int, pad: int) -> torch.Tensor:
-    """Keys or values (1, heads, start + n, dim) with ``pad`` zero positions inserted after the first ``start``."""
-    if pad == 0:
-        return states
-    zeros = states.new_zeros((states.shape[0], states.shape[1], pad, states.shape[3]))
-    return torch.cat([states[:, :, :start], zeros, states[:, :, start:]], dim=2)
-
-
-def _snapshot(cache: Any) -> KVLayers:
-    """The cache's per-layer (keys, values) now; later updates concatenate into new tensors, leaving these intact."""
-    return tuple((layer.keys, layer.values) for layer in cache.layers)

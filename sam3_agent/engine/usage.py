@@ -9,7 +9,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .qwen_decode import DecodeCounters, EncodedRequest, RowResult
+from .qwen_decode import DecodeCounters, RowResult
+from .qwen_request import EncodedRequest
 
 
 @dataclass(frozen=True)

@@ -197,3 +197,39 @@ def _pad(image: Image.Image, limits: ImageLimits, min_side: int | None = None) -
     canvas = Image.new("RGB", size, PAD_COLOR)
     canvas.paste(image.convert("RGB"), ((size[0] - width) // 2, (size[1] - height) // 2))
     return canvas
+
+
+def default_image_size(current: Any, min_pixels: int | None, max_pixels: int | None) -> dict[str, int]:
+    """The pixel bounds to use: given values, else the tighter of the checkpoint's and the defaults.
+
+    Args:
+        current: the image processor's ``size`` (``shortest_edge`` / ``longest_edge`` in pixels, or unset).
+        min_pixels / max_pixels: bounds asked for, or ``None``.
+
+    Returns:
+        ``{"shortest_edge": min pixels, "longest_edge": max pixels}``. An unset minimum is lowered
+        to the maximum when it would exceed it.
+    """
+    checkpoint_min = getattr(current, "shortest_edge", None)
+    checkpoint_max = getattr(current, "longest_edge", None)
+    if max_pixels is None:
+        max_pixels = DEFAULT_MAX_PIXELS if checkpoint_max is None else min(int(checkpoint_max), DEFAULT_MAX_PIXELS)
+    if min_pixels is None:
+        min_pixels = DEFAULT_MIN_PIXELS if checkpoint_min is None else min(int(checkpoint_min), DEFAULT_MIN_PIXELS)
+        min_pixels = min(min_pixels, max_pixels)
+    return {"shortest_edge": int(min_pixels), "longest_edge": int(max_pixels)}
+
+
+def checked_image_size(current: Any, min_pixels: int | None, max_pixels: int | None, model_id: str) -> dict[str, int]:
+    """``default_image_size``, refused when its minimum lies above its maximum.
+
+    Raises:
+        InputError: ``min_pixels`` above ``max_pixels`` (given, or the checkpoint's); the message names ``model_id``.
+    """
+    image_size = default_image_size(current, min_pixels, max_pixels)
+    if image_size["shortest_edge"] > image_size["longest_edge"]:
+        raise InputError(
+            f"min_pixels ({image_size['shortest_edge']}) is larger than max_pixels "
+            f"({image_size['longest_edge']}) for {model_id}: lower min_pixels or raise max_pixels"
+        )
+    return image_size

@@ -4,7 +4,8 @@ Requests are streamed (server-sent events). Every image is fitted to the Qwen-VL
 scaled into the same pixel bounds as the local path (``image_fit``), then sent as a data URL: the user's
 photo as JPEG, rendered views (overlays, mask and zoom views, whose thin outlines and digits must stay
 exact) as PNG. The HTTP side (retries, compressed or non-streamed bodies, error chunks, size limits) is
-``server_stream``; this module owns the request, the per-call deadline and the stop event.
+``server_stream`` (with ``sse_answer`` and ``server_retry``); this module owns the request, the per-call deadline
+and the stop event.
 
 Why not the official ``openai`` client: it would carry retries and timeouts, but several answers real
 servers give are outside what it handles: it reads a JSON body sent to a streaming request as an empty
@@ -12,7 +13,7 @@ stream, passes older vLLM's ``{"object": "error"}`` chunks on as empty chunks, h
 whole call (its timeouts are per read, as ``requests``' are), and offers no way to unblock a read from
 another thread, which a prompt Stop needs. Handling those means reading the raw bytes anyway, so the
 transport stays on ``requests``/``urllib3`` (already required), with the retry rules of the official
-clients (statuses, backoff, ``Retry-After``) written out in ``server_stream``.
+clients (statuses, backoff, ``Retry-After``) written out in ``server_retry``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from PIL import Image
@@ -35,7 +36,9 @@ from ..errors import BackendError, InputError
 from ..messages import Generation, ImagePart, Message, chat_messages
 from .base import StreamItem
 from .image_fit import ImageLimits, fit_image
-from .server_stream import END, CompletionReader, Delta, RetryPolicy, ServerRequest
+from .server_retry import RetryPolicy
+from .server_stream import END, CompletionReader, ServerRequest
+from .sse_answer import Delta
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +121,51 @@ def image_data_url(image: Image.Image, kind: str = "PNG") -> str:
     return f"data:image/{kind.lower()};base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+_NOTHING_YET = object()  # no item from the reader within one poll
+
+
+@dataclass
+class _AnswerSoFar:
+    """What one call has received: its text pieces, finish reason, usage report, whether it reasoned or was stopped."""
+
+    pieces: list[str] = field(default_factory=list)
+    finish: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    in_reasoning: bool = False
+    reasoned: bool = False
+    cancelled: bool = False
+
+    def add(self, delta: Delta) -> str:
+        """Record ``delta``; returns its text piece: reasoning, then ``</think>`` where the answer begins, then content."""
+        self.usage = delta.usage or self.usage
+        piece = ""
+        if delta.reasoning:
+            piece, self.in_reasoning, self.reasoned = delta.reasoning, True, True
+        if delta.content:
+            piece += (_THINK_END if self.in_reasoning else "") + delta.content
+            self.in_reasoning = False
+        if piece:
+            self.pieces.append(piece)
+        self.finish = delta.finish_reason or self.finish
+        return piece
+
+    def generation(self, where: str) -> Generation:
+        """The call's ``Generation``.
+
+        Raises:
+            BackendError: the answer ended without a finish reason (the reader always sends one or an error).
+        """
+        prompt_tokens = self.usage.get("prompt_tokens")
+        output_tokens = self.usage.get("completion_tokens")
+        text = "".join(self.pieces)
+        if self.cancelled:
+            return Generation(text, "cancelled", prompt_tokens, output_tokens, self.reasoned)
+        if self.finish is None:  # the reader always ends with a finish reason or an error; guard anyway
+            raise BackendError(f"{where} ended the answer without a finish reason: check the server log")
+        finish = "length" if self.finish == "length" else "stop"
+        return Generation(text, finish, prompt_tokens, output_tokens, self.reasoned)
+
+
 class OpenAIServerVLM:
     """A chat model behind ``POST {base_url}/chat/completions`` with ``"stream": true``.
 
@@ -137,7 +185,7 @@ class OpenAIServerVLM:
             the characters taken from an answer (``MAX_CHARS_PER_TOKEN`` per token).
         min_pixels / max_pixels: pixel bounds every image is scaled into before it is sent (``None``: the
             local path's defaults, ``image_fit.DEFAULT_MIN_PIXELS`` / ``DEFAULT_MAX_PIXELS``).
-        retry: how failed attempts are retried (``server_stream.RetryPolicy``).
+        retry: how failed attempts are retried (``server_retry.RetryPolicy``).
 
     Attributes:
         image_limits: the limits every image is fitted to.
@@ -229,31 +277,31 @@ class OpenAIServerVLM:
             yield Generation("", "cancelled", None, 0)
             return
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
-        request = self._request(messages, limit)
+        answer = _AnswerSoFar()
+        yield from self._relay(self._request(messages, limit), stop, answer)
+        yield answer.generation(self.where)
+
+    # ------------------------------------------------------------------ internals
+
+    def _relay(self, request: ServerRequest, stop: threading.Event, answer: _AnswerSoFar) -> Iterator[str]:
+        """Run ``request`` in a reader thread and yield its text pieces (recorded in ``answer``) until the answer
+        ends or ``stop`` is set; the read is interrupted when it ends early, so the server stops too.
+
+        Raises:
+            BackendError: the reader's fault, or the call outlasted its deadline.
+        """
         events: queue.Queue[Any] = queue.Queue()
         halt = threading.Event()
         reader = CompletionReader(request, events, halt)
         thread = threading.Thread(target=reader.run, name=f"sse[{self.model}]", daemon=True)
         deadline = time.monotonic() + self.timeouts.deadline
         thread.start()
-        pieces: list[str] = []
-        finish: str | None = None
-        usage: dict[str, Any] = {}
-        in_reasoning = reasoned = cancelled = False
         try:
             while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise BackendError(
-                        f"{self.where} did not finish its answer within {self.timeouts.deadline:g} s (the deadline "
-                        f"of one call; {sum(map(len, pieces))} characters had arrived): raise it with "
-                        f"--vlm-server-deadline or {TIMEOUT_ENVIRONMENT['deadline']}"
-                    )
-                try:
-                    event = events.get(timeout=min(_STOP_POLL_SECONDS, left))
-                except queue.Empty:
+                event = self._next_event(events, deadline, answer)
+                if event is _NOTHING_YET:
                     if stop.is_set():
-                        cancelled = True
+                        answer.cancelled = True
                         break
                     continue
                 if event is END:
@@ -261,36 +309,33 @@ class OpenAIServerVLM:
                 if isinstance(event, BackendError):
                     raise event
                 if stop.is_set():
-                    cancelled = True
+                    answer.cancelled = True
                     break
-                delta: Delta = event
-                usage = delta.usage or usage
-                piece = ""
-                if delta.reasoning:
-                    piece, in_reasoning, reasoned = delta.reasoning, True, True
-                if delta.content:
-                    piece += (_THINK_END if in_reasoning else "") + delta.content
-                    in_reasoning = False
+                piece = answer.add(event)
                 if piece:
-                    pieces.append(piece)
                     yield piece
-                finish = delta.finish_reason or finish
         finally:
             halt.set()
             if thread.is_alive():
                 reader.interrupt()  # stopped early: end the read, so the server stops too
 
-        prompt_tokens = usage.get("prompt_tokens")
-        output_tokens = usage.get("completion_tokens")
-        text = "".join(pieces)
-        if cancelled:
-            yield Generation(text, "cancelled", prompt_tokens, output_tokens, reasoned)
-            return
-        if finish is None:  # the reader always ends with a finish reason or an error; guard anyway
-            raise BackendError(f"{self.where} ended the answer without a finish reason: check the server log")
-        yield Generation(text, "length" if finish == "length" else "stop", prompt_tokens, output_tokens, reasoned)
+    def _next_event(self, events: queue.Queue[Any], deadline: float, answer: _AnswerSoFar) -> Any:
+        """The reader's next item (a ``Delta``, a ``BackendError`` or ``END``), or ``_NOTHING_YET`` after a short wait.
 
-    # ------------------------------------------------------------------ internals
+        Raises:
+            BackendError: the deadline (``time.monotonic`` seconds) has passed.
+        """
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BackendError(
+                f"{self.where} did not finish its answer within {self.timeouts.deadline:g} s (the deadline "
+                f"of one call; {sum(map(len, answer.pieces))} characters had arrived): raise it with "
+                f"--vlm-server-deadline or {TIMEOUT_ENVIRONMENT['deadline']}"
+            )
+        try:
+            return events.get(timeout=min(_STOP_POLL_SECONDS, left))
+        except queue.Empty:
+            return _NOTHING_YET
 
     def _request(self, messages: Sequence[Message], limit: int) -> ServerRequest:
         body = self.request_body(messages, limit)

@@ -42,6 +42,28 @@ def check_local_folder(model_id: str) -> None:
         )
 
 
+def device_and_dtype(device: str | None) -> tuple[str, torch.dtype]:
+    """The device to load on (``None``: ``"cuda"`` when available, else ``"cpu"``) and its dtype: bfloat16 on CUDA,
+    float32 elsewhere."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return device, torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def load_processor(model_id: str, device: str) -> Any:
+    """``AutoProcessor`` of ``model_id`` (tokenizer, image processor, chat template).
+
+    Raises:
+        BackendError: the files cannot be found or read (the message names the model and the fix).
+    """
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(model_id)
+    except (OSError, ValueError) as exc:
+        raise BackendError(load_error_message(model_id, device, exc)) from exc
+
+
 def load_qwen_model(model_id: str, device: str, dtype: torch.dtype) -> Any:
     """``AutoModelForImageTextToText`` from ``model_id`` in ``dtype`` on ``device``, straight onto the device and
     with every weight present (``model_loading.load_checked``), in eval mode.

@@ -23,27 +23,19 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import torch
-
+from ..engine.decoded import Decoded, EngineError
 from ..engine.decoding import DecodingSettings, ModelDecoding, model_decoding
 from ..engine.kv_prefix import DEFAULT_PREFIX_CACHE_BYTES, DEFAULT_PREFIX_CACHE_ENTRIES, PrefixCacheStats
-from ..engine.qwen_engine import Decoded, EngineError, QwenEngine
-from ..engine.qwen_inputs import to_chat  # noqa: F401  (re-exported)
+from ..engine.qwen_engine import QwenEngine
 from ..engine.sampling import Sampling
 from ..engine.usage import VLMUsage
 from ..errors import BackendError, InputError
 from ..messages import Generation, Message
 from .base import StreamItem
-from .image_fit import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, ImageLimits, fit_messages
-from .qwen_load import (
-    check_local_folder,
-    generation_error_message,
-    load_error_message,
-    load_qwen_model,
-)
+from .image_fit import ImageLimits, checked_image_size, fit_messages
+from .qwen_load import check_local_folder, device_and_dtype, generation_error_message, load_processor, load_qwen_model
 
 logger = logging.getLogger(__name__)
-
 
 
 class TransformersQwenVLM:
@@ -155,26 +147,14 @@ class TransformersQwenVLM:
                 found or downloaded (gated, offline, no network), or the model does not fit.
             InputError: ``min_pixels`` > ``max_pixels``, or a bound below 1 (a ``ValueError``).
         """
-        from transformers import AutoProcessor
-
         for label, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
             if value is not None and value < 1:
                 raise InputError(f"{label} must be a positive pixel count, got {value}")
         check_local_folder(model_id)
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        device, dtype = device_and_dtype(device)
         started = time.perf_counter()
-        try:
-            processor = AutoProcessor.from_pretrained(model_id)
-        except (OSError, ValueError) as exc:
-            raise BackendError(load_error_message(model_id, device, exc)) from exc
-        image_size = default_image_size(processor.image_processor.size, min_pixels, max_pixels)
-        if image_size["shortest_edge"] > image_size["longest_edge"]:
-            raise InputError(
-                f"min_pixels ({image_size['shortest_edge']}) is larger than max_pixels "
-                f"({image_size['longest_edge']}) for {model_id}: lower min_pixels or raise max_pixels"
-            )
+        processor = load_processor(model_id, device)
+        image_size = checked_image_size(processor.image_processor.size, min_pixels, max_pixels, model_id)
         model = load_qwen_model(model_id, device, dtype)  # straight to the device, every weight checked
         logger.info(
             "loaded VLM %s on %s (%s) in %.1f s; image pixels %s",
@@ -366,26 +346,3 @@ class TransformersQwenVLM:
         if error.stage == "prepare":
             return BackendError(f"{self.name}: could not prepare the request for the model: {error.cause}")
         return BackendError(generation_error_message(self.name, error.cause))
-
-
-
-
-def default_image_size(current: Any, min_pixels: int | None, max_pixels: int | None) -> dict[str, int]:
-    """The pixel bounds to use: given values, else the tighter of the checkpoint's and the defaults.
-
-    Args:
-        current: the image processor's ``size`` (``shortest_edge`` / ``longest_edge`` in pixels, or unset).
-        min_pixels / max_pixels: bounds asked for, or ``None``.
-
-    Returns:
-        ``{"shortest_edge": min pixels, "longest_edge": max pixels}``. An unset minimum is lowered
-        to the maximum when it would exceed it.
-    """
-    checkpoint_min = getattr(current, "shortest_edge", None)
-    checkpoint_max = getattr(current, "longest_edge", None)
-    if max_pixels is None:
-        max_pixels = DEFAULT_MAX_PIXELS if checkpoint_max is None else min(int(checkpoint_max), DEFAULT_MAX_PIXELS)
-    if min_pixels is None:
-        min_pixels = DEFAULT_MIN_PIXELS if checkpoint_min is None else min(int(checkpoint_min), DEFAULT_MIN_PIXELS)
-        min_pixels = min(min_pixels, max_pixels)
-    return {"shortest_edge": int(min_pixels), "longest_edge": int(max_pixels)}

@@ -1,0 +1,133 @@
+"""Turning conversations into one loaded Qwen-VL model's inputs: prompt text, ``generate`` inputs, ``EncodedRequest`` s.
+
+``RequestPreparer`` holds what preparing requests remembers between them: each distinct image preprocessed
+once, each distinct text piece tokenized once (``qwen_inputs``), and the token ids of recent system prompts
+(so a request that starts with a known system turn says how long it is, and the decoder pins its cache).
+It is called with the engine's lock held (``qwen_engine.QwenEngine``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..messages import ImagePart, Message, TextPart
+from .decoded import EngineError
+from .qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
+from .qwen_request import EncodedRequest, encode_request
+
+_SYSTEM_MEMO_SIZE = 8  # distinct system prompts whose token ids are remembered
+
+
+class RequestPreparer:
+    """Request preparation for one loaded model.
+
+    Args:
+        model: the loaded ``...ForConditionalGeneration`` model (its config names the image token;
+            ``encode_request`` asks it for positions).
+        processor: its processor (chat template, tokenizer, image processor).
+        device: torch device string the model is on.
+        image_size: pixel bounds given to the image processor (``{"shortest_edge", "longest_edge"}``, pixels).
+    """
+
+    def __init__(self, model: Any, processor: Any, device: str, image_size: dict[str, int]) -> None:
+        self.model = model
+        self.processor = processor
+        self.device = device
+        self.image_size = image_size
+        self._image_token_id = int(model.config.image_token_id)
+        self._images = PreprocessedImages()  # each distinct image is preprocessed once (decoder paths)
+        self._texts = TextIds()  # each distinct text piece is tokenized once (decoder paths)
+        self._system_ids: dict[str, list[int]] = {}  # system prompt text -> ids of its rendered turn
+
+    def clear(self) -> None:
+        """Forget every preprocessed image and tokenized text piece."""
+        self._images.clear()
+        self._texts.clear()
+
+    def render_prompt(self, messages: Sequence[Message]) -> str:
+        """The prompt text the chat template makes of ``messages`` (with the generation prompt)."""
+        return self.processor.apply_chat_template(to_chat(messages), add_generation_prompt=True, tokenize=False)
+
+    def opens_thinking(self) -> bool:
+        """True when the chat template's generation prompt opens ``<think>`` (a Thinking model)."""
+        probe = self.render_prompt([Message("user", (TextPart("x"),))])
+        return probe.rstrip().endswith("<think>")
+
+    def encode(self, messages: Sequence[Message]) -> Any:
+        """The processor's encoding of ``messages`` for ``generate`` (``input_ids`` int64 (1, T), attention mask,
+        ``pixel_values`` and ``image_grid_thw`` int64 (I, 3) for images) on ``self.device``."""
+        inputs = self.processor.apply_chat_template(
+            to_chat(messages),
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+            processor_kwargs={"images_kwargs": {"size": dict(self.image_size)}},
+        )
+        return inputs.to(self.device)
+
+    def encode_or_fail(self, messages: Sequence[Message]) -> Any:
+        """``encode``, its faults raised as ``EngineError("prepare", ...)``."""
+        try:
+            return self.encode(messages)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise EngineError("prepare", exc) from exc
+
+    def prepare(self, messages: Sequence[Message]) -> EncodedRequest:
+        """Tokenize ``messages`` (each distinct image preprocessed once) and describe them for ``CachedDecoder``.
+
+        Raises:
+            EngineError: the processor or the model's position index refused the request (stage ``"prepare"``).
+        """
+        try:
+            parts = [part for message in messages for part in message.parts if isinstance(part, ImagePart)]
+            images = [part.image for part in parts]
+            digests = [part.digest for part in parts]
+            encoded = encode_messages(
+                self.processor, to_chat(messages), images, self.image_size, self._images, digests, self._texts
+            )
+            if encoded is None:
+                inputs = self.encode(messages)
+            else:
+                inputs = {
+                    k: tuple(t.to(self.device) for t in v) if isinstance(v, tuple) else v.to(self.device)
+                    for k, v in encoded.items()
+                }
+            system_length = self._system_length(messages, inputs["input_ids"][0])
+            return encode_request(self.model, inputs, images, self._image_token_id, system_length, digests)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise EngineError("prepare", exc) from exc
+
+    def system_request(self, text: str) -> EncodedRequest:
+        """A request holding only a system turn with ``text`` (what ``prefill_system_prompts`` computes)."""
+        ids = self.system_turn_ids(text)
+        inputs = {
+            "input_ids": torch.tensor([ids], device=self.device),
+            "mm_token_type_ids": torch.zeros((1, len(ids)), dtype=torch.int32, device=self.device),
+        }
+        return encode_request(self.model, inputs, [], self._image_token_id, len(ids))
+
+    def system_turn_ids(self, text: str) -> list[int]:
+        """Token ids of a system message with ``text`` rendered as the first turn (remembered per text)."""
+        ids = self._system_ids.get(text)
+        if ids is None:
+            message = Message("system", (TextPart(text),))
+            rendered = self.processor.apply_chat_template(to_chat([message]), add_generation_prompt=False, tokenize=False)
+            ids = list(self.processor.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+            if len(self._system_ids) >= _SYSTEM_MEMO_SIZE:
+                self._system_ids.pop(next(iter(self._system_ids)))
+            self._system_ids[text] = ids
+        return ids
+
+    def _system_length(self, messages: Sequence[Message], input_ids: torch.Tensor) -> int:
+        """Tokens of the leading system turn when the request starts with exactly them, else 0."""
+        if not messages or messages[0].role != "system" or messages[0].images:
+            return 0
+        ids = self.system_turn_ids(messages[0].text)
+        n = len(ids)
+        if n == 0 or n >= int(input_ids.shape[0]) or input_ids[:n].tolist() != ids:
+            return 0
+        return n

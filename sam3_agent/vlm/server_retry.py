@@ -1,0 +1,106 @@
+"""How calls to a server are retried and how its failures are worded.
+
+``RetryPolicy`` says how often and how long to wait (exponential backoff, a server's ``Retry-After`` honoured
+up to a cap); ``RETRY_STATUSES`` are the statuses the official OpenAI clients retry. The rest words a failure
+for a user: an error body's start, a connection failure's reason, a hint per HTTP status.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+import urllib3
+
+logger = logging.getLogger(__name__)
+
+EXCERPT_CHARS = 500  # how much of a server's error body goes into a message
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # the statuses the official OpenAI clients retry
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How failed attempts are retried.
+
+    Attributes:
+        retries: further attempts after the first (connection errors, connect timeouts, ``RETRY_STATUSES``).
+        backoff: seconds before the first retry; doubled for each further one (0.5 s, 1 s, 2 s...).
+        max_backoff: the longest backoff wait.
+        max_retry_after: the longest wait a server's ``Retry-After`` may ask for (longer asks are capped).
+    """
+
+    retries: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    max_retry_after: float = 30.0
+
+    def wait(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        return min(self.backoff * 2**attempt, self.max_backoff)
+
+
+def excerpt(response: requests.Response) -> str:
+    """The start of an error body (bounded read; never the whole of a huge body)."""
+    try:
+        data = response.raw.read(EXCERPT_CHARS * 4, decode_content=True) or b""
+    except (urllib3.exceptions.HTTPError, OSError):
+        return ""
+    return data.decode("utf-8", errors="replace").strip()[:EXCERPT_CHARS]
+
+
+def retry_after(response: requests.Response) -> float | None:
+    """Seconds asked for by ``Retry-After`` (seconds or an HTTP date), or ``None``."""
+    value = (response.headers.get("Retry-After") or "").strip()
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+def http_hint(status: int) -> str:
+    """What to check for an HTTP error ``status`` (with a leading space), or ``""``."""
+    if status in (401, 403):
+        return " (check the API key: OPENAI_API_KEY)"
+    if status == 404:
+        return " (check the base URL, usually ending in /v1, and that the server serves this model name)"
+    if status == 413:
+        return " (the request is too large: lower --max-pixels)"
+    return ""
+
+
+def connection_reason(exc: BaseException) -> str:
+    """A connection failure as a short reason a user can act on (never a Python class name)."""
+    text = str(exc)
+    logger.debug("connection failure: %r", exc)
+    errno = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if errno:
+        return errno.group(1).strip()
+    lowered = text.lower()
+    if "timed out" in lowered or "timeout" in lowered:
+        return "timed out"
+    if "remotedisconnected" in lowered or "without response" in lowered:
+        return "the server closed the connection without answering"
+    if "incompleteread" in lowered or "connection broken" in lowered or "reset" in lowered:
+        return "the connection broke off"
+    return "the connection failed"
+
+
+def short(value: Any) -> str:
+    """``value`` (text, or any JSON value written out) cut to ``EXCERPT_CHARS`` for a message."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 3] + "..."
