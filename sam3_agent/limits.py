@@ -6,3 +6,10 @@ Kept free of heavy imports (no torch, no Gradio), so a front end can show them, 
 
 DEFAULT_MAX_ROUNDS = 30  # the round budget of a run unless one is given
 MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and library alike)
+
+# Default bounds on an image's pixel count after resizing: Qwen's recommended range in the Qwen2-VL /
+# Qwen2.5-VL model cards and qwen-vl-utils (min_pixels = 256*28*28, max_pixels = 1280*28*28), i.e.
+# 256..1280 tokens of 28*28 px for Qwen2.5-VL and ~196..980 tokens of 32*32 px for Qwen3-VL. Released
+# checkpoints allow far more (Qwen3-VL: 16.7 M px, over 16k tokens per image).
+DEFAULT_MIN_PIXELS = 256 * 28 * 28
+DEFAULT_MAX_PIXELS = 1280 * 28 * 28

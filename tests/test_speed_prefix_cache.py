@@ -17,10 +17,11 @@ from sam3_agent.engine.kv_prefix import ImageSpan, TokenSequence, common_prefix_
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError
 from sam3_agent.imaging.overlay import render_numbered_overlay
+from sam3_agent.limits import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.vlm.base import generate
-from sam3_agent.vlm.image_fit import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, default_image_size
+from sam3_agent.vlm.image_fit import default_image_size
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"

@@ -15,9 +15,9 @@ from fake_server import FakeServer, chunk, usage_chunk
 from PIL import Image
 
 from sam3_agent.errors import BackendError, InputError
+from sam3_agent.limits import DEFAULT_MAX_PIXELS
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart, images_equal
 from sam3_agent.vlm.base import generate
-from sam3_agent.vlm.image_fit import DEFAULT_MAX_PIXELS
 from sam3_agent.vlm.openai_server import OpenAIServerVLM, ServerTimeouts
 from sam3_agent.vlm.server_retry import RetryPolicy
 

@@ -17,11 +17,12 @@ from PIL import Image
 
 from ..agent.loop import Agent, AgentConfig
 from ..agent.prompts import Prompts
+from ..engine.usage import VLMUsage
 from ..events import RoundFinished, RoundStarted
 from ..messages import Message
 from ..sam.segmenter import Sam3Segmenter
 from ..types import Trace
-from ..vlm.transformers_qwen import TransformersQwenVLM, VLMUsage
+from ..vlm.transformers_qwen import TransformersQwenVLM
 from .doubles import ScriptedOverModel, SixMaskSegmenter, mask_number_of, reply_steps
 
 PHASES = ("segment 1", "segment 2", "examine", "select")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BackendError
+from ..limits import DEFAULT_MAX_PIXELS
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ SYSTEM_TOKENS, TEXT_TOKENS, REPLY_TOKENS = 1600, 1500, 1024  # main request: sys
 VERIFY_TOKENS = 900  # verification prompt and text per mask
 PIXELS_PER_TOKEN = 28 * 28  # Qwen2.5-VL (Qwen3-VL: 32 * 32, fewer tokens): the larger count is planned for
 MARGIN_BYTES = int(1.5 * GIB)  # activations, CUDA context, fragmentation
-DEFAULT_MAX_PIXELS = 1280 * 28 * 28  # vlm.transformers_qwen.DEFAULT_MAX_PIXELS
 
 
 @dataclass(frozen=True)

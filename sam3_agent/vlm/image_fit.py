@@ -27,6 +27,7 @@ from typing import Any
 from PIL import Image
 
 from ..errors import InputError
+from ..limits import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
 from ..messages import ImagePart, Message
 
 # Qwen-VL processors refuse long side / short side above this (transformers' smart_resize raises
@@ -34,12 +35,6 @@ from ..messages import ImagePart, Message
 PROCESSOR_MAX_ASPECT_RATIO = 200
 # What we send: below the processor's limit with a margin for the rounding of any resize between us and it.
 SAFE_ASPECT_RATIO = 150
-# Default bounds on an image's pixel count after resizing: Qwen's recommended range in the Qwen2-VL /
-# Qwen2.5-VL model cards and qwen-vl-utils (min_pixels = 256*28*28, max_pixels = 1280*28*28), i.e.
-# 256..1280 tokens of 28*28 px for Qwen2.5-VL and ~196..980 tokens of 32*32 px for Qwen3-VL. Released
-# checkpoints allow far more (Qwen3-VL: 16.7 M px, over 16k tokens per image).
-DEFAULT_MIN_PIXELS = 256 * 28 * 28
-DEFAULT_MAX_PIXELS = 1280 * 28 * 28
 QWEN3_VL_TOKEN_SIDE = 32  # pixels per image-token side: patch 16 x merge 2 (Qwen2.5-VL: 14 x 2 = 28)
 PAD_COLOR = (0, 0, 0)
 
