@@ -184,7 +184,7 @@ class OpenAIServerVLM:
         max_new_tokens: default output-token limit (``max_tokens``) of a call; also bounds, on this side,
             the characters taken from an answer (``MAX_CHARS_PER_TOKEN`` per token).
         min_pixels / max_pixels: pixel bounds every image is scaled into before it is sent (``None``: the
-            local path's defaults, ``image_fit.DEFAULT_MIN_PIXELS`` / ``DEFAULT_MAX_PIXELS``).
+            local path's defaults, ``limits.DEFAULT_MIN_PIXELS`` / ``DEFAULT_MAX_PIXELS``).
         retry: how failed attempts are retried (``server_retry.RetryPolicy``).
 
     Attributes:
