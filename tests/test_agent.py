@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import InputError
 from sam3_agent.events import MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed
 from sam3_agent.messages import Generation, ToolCall

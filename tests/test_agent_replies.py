@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import BackendError
 from sam3_agent.messages import Generation
 from sam3_agent.vlm.scripted import ScriptedVLM

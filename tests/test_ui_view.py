@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from conftest import KnownSegmenter, photo, tool, verdict
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.events import MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
 from sam3_agent.mask_set import Masks
 from sam3_agent.types import ContextRecord, Trace

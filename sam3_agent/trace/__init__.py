@@ -5,6 +5,7 @@ every round, and read within bounds when the file comes from outside (``trace.sa
 - ``encode`` / ``decode`` / ``schema_v1``: the format; ``writer``: atomic folder writes and the per-round writer.
 - ``trace.safe_read``: bounded zip and folder reading, image and mask checks against the photo.
 
-May import: the ground floor and ``imaging`` (views are drawn again on load). Never ``correct`` or ``agent``: a
-trace stores hand edits as the ground floor's ``edit_ops`` records.
+May import: the ground floor, ``imaging`` (views are drawn again on load) and ``agent.output_parts`` (the reasoning
+of a round saved before it was stored). Never ``correct``: a trace stores hand edits as the ground floor's
+``edit_ops`` records.
 """
