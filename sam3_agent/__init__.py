@@ -28,7 +28,7 @@ from typing import Any
 # public name -> the module that defines it (one source: the module; this table only says where)
 _EXPORTS = {
     "Agent": ".agent.loop",
-    "AgentConfig": ".agent.loop",
+    "AgentConfig": ".agent.config",
     "AgentRun": ".agent.loop",
     "Trace": ".types",
     "Round": ".types",

@@ -116,6 +116,10 @@ class Round:
         output_tokens: tokens generated, when known.
         vlm_seconds: wall time of the main VLM call.
         tool_seconds: wall time of the tool (includes verification calls).
+        reasoning: the model's reasoning as the agent read it (``agent.output_parts.shown_reasoning``: the parsed
+            ``<think>`` text, else the text before the call), markup removed; what a front end shows.
+
+    Built by keyword (``Round(index=..., context=...)``).
     """
 
     index: int
@@ -132,6 +136,7 @@ class Round:
     output_tokens: int | None = None
     vlm_seconds: float = 0.0
     tool_seconds: float = 0.0
+    reasoning: str = ""
 
 
 SCHEMA_VERSION = 2  # 2: views derived on load, masks stored once, the photo as given (trace_io)

@@ -93,7 +93,8 @@ def segmenter() -> KnownSegmenter:
 def people_run():
     """A finished run on astronaut.jpg: segment 'person' (3 rectangle masks, scores .7 .9 .6) -> examine
     rejects mask 3 -> select masks 1 and 2 (the .9 and .7 rectangles). Returns its ``Trace``."""
-    from sam3_agent.agent.loop import Agent, AgentConfig
+    from sam3_agent.agent.config import AgentConfig
+    from sam3_agent.agent.loop import Agent
     from sam3_agent.vlm.scripted import ScriptedVLM
 
     segmenter = KnownSegmenter({"person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9),

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from conftest import KnownSegmenter, tool
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.messages import Message
 from sam3_agent.vlm.scripted import ScriptedVLM

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import InputError
 from sam3_agent.events import MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed
 from sam3_agent.messages import Generation, ToolCall
@@ -70,6 +71,24 @@ def test_event_order_of_a_run(segmenter, astronaut):
     ]
     tokens = "".join(e.text for e in events if isinstance(e, TokenStreamed) and e.round_index == 1)
     assert tokens == tool("segment_phrase", text_prompt="person")
+
+
+def test_each_round_start_carries_the_conversation_its_request_is_built_from(segmenter, astronaut):
+    agent, _, _ = make_agent(segmenter, [tool("segment_phrase", text_prompt="person"), tool("report_no_mask")])
+    trace, events = run_all(agent, astronaut)
+    starts = [e for e in events if isinstance(e, RoundStarted)]
+    assert [len(e.messages) for e in starts] == [2, 4]  # later rounds do not change an earlier snapshot
+    assert all(isinstance(e.messages, tuple) and e.messages == tuple(trace.messages[:len(e.messages)]) for e in starts)
+    assert all(max(e.context.kept) < len(e.messages) for e in starts)
+
+
+def test_streamed_tokens_and_the_round_say_what_is_reasoning_and_what_is_the_call(segmenter, astronaut):
+    agent, _, _ = make_agent(segmenter, [tool("segment_phrase", "people first", text_prompt="person")])
+    trace, events = run_all(agent, astronaut)
+    last = [e for e in events if isinstance(e, TokenStreamed) and e.round_index == 1][-1]
+    assert last.reasoning == "people first"
+    assert last.writing_call == '{"name": "segment_phrase", "parameters": {"text_prompt": "person"}}'
+    assert trace.rounds[0].reasoning == "people first"
 
 
 def test_report_no_mask_ends_with_empty_masks(segmenter, astronaut):

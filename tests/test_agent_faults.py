@@ -6,7 +6,8 @@ import re
 
 from conftest import KnownSegmenter, tool
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from conftest import KnownSegmenter, rect_mask, tool, verdict
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import BackendError
 from sam3_agent.messages import Generation
 from sam3_agent.vlm.scripted import ScriptedVLM
@@ -93,6 +94,16 @@ def test_reply_ended_inside_reasoning_opened_by_the_template_is_unclosed(segment
     agent, _, _ = make_agent(segmenter, [ended, tool("report_no_mask")])
     trace = run_all(agent, astronaut)
     assert [(r.call is None, r.error) for r in trace.rounds] == [(True, "unclosed_think"), (False, None)]
+
+
+def test_a_reply_ended_inside_the_template_opened_reasoning_is_all_reasoning_after_a_save(segmenter, astronaut):
+    ended = Generation('I pick <tool>{"name": "report_no_mask"}</tool>', "stop", starts_in_reasoning=True)
+    agent, _, _ = make_agent(segmenter, [ended, tool("report_no_mask")])
+    from sam3_agent.trace.io import load_trace_zip, trace_to_zip_bytes
+
+    trace = run_all(agent, astronaut)
+    assert trace.rounds[0].reasoning == 'I pick <tool>{"name": "report_no_mask"}</tool>'  # the draft call included
+    assert load_trace_zip(trace_to_zip_bytes(trace)).rounds[0].reasoning == trace.rounds[0].reasoning
 
 
 # ------------------------------------------------------------------ a verification that fails

@@ -7,7 +7,8 @@ import threading
 import pytest
 from conftest import KnownSegmenter, tool
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.events import RoundStarted, TokenStreamed, ToolStarted
 from sam3_agent.vlm.scripted import ScriptedVLM
 

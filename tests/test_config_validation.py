@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import ASSETS
 
-from sam3_agent.agent.loop import AgentConfig
+from sam3_agent.agent.config import AgentConfig
 from sam3_agent.cli.main import main
 from sam3_agent.errors import InputError
 from sam3_agent.presets import BackendSettings, check_backend_settings

@@ -171,7 +171,7 @@ def test_items_sharing_the_tiny_model_give_the_same_traces_as_one_at_a_time(tiny
     """Greedy decoding: a run's outputs do not depend on which other items shared its batches."""
     from conftest import photo
 
-    from sam3_agent.agent.loop import AgentConfig
+    from sam3_agent.agent.config import AgentConfig
     from sam3_agent.datasets.batch.agents import BatchAgents
 
     config = AgentConfig(max_rounds=2)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from dataset_fixtures import segment_and_select_script, twenty_items
 
-from sam3_agent.agent.loop import AgentConfig
+from sam3_agent.agent.config import AgentConfig
 from sam3_agent.datasets.batch.agents import BatchAgents
 from sam3_agent.datasets.batch.items import read_items
 from sam3_agent.datasets.batch.layout import BatchLayout

@@ -10,7 +10,7 @@ from typing import Any
 from conftest import KnownSegmenter, tool
 from dataset_fixtures import ASSETS
 
-from sam3_agent.agent.loop import AgentConfig
+from sam3_agent.agent.config import AgentConfig
 from sam3_agent.datasets.batch.agents import BatchAgents
 from sam3_agent.datasets.batch.items import BatchItem
 from sam3_agent.datasets.batch.layout import BatchLayout

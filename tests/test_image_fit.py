@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from conftest import KnownSegmenter, photo, tool
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import InputError
 from sam3_agent.imaging.views import render_zoom_view
 from sam3_agent.messages import ImagePart, Message, TextPart

@@ -20,7 +20,8 @@ import pytest
 from conftest import KnownSegmenter, photo, tool, verdict
 from PIL import Image, ImageFile
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.cli.main import main
 from sam3_agent.correct.edits import EditState, paint
 from sam3_agent.correct.export import bundle_bytes, load_bundle, load_trace_or_bundle

@@ -9,7 +9,8 @@ import pytest
 from conftest import rect_mask, tool, verdict
 from fake_server import FakeServer, chunk
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.vlm.openai_server import OpenAIServerVLM
 from sam3_agent.vlm.server_retry import RetryPolicy

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sam3_agent.agent.loop import AgentConfig
+from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.agent.verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verification_messages, verify_masks
 from sam3_agent.engine.sampling import GREEDY

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from conftest import tool, verdict
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import TraceFormatError
 from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
 from sam3_agent.vlm.scripted import ScriptedVLM

@@ -36,6 +36,10 @@ def test_a_version_1_folder_loads_with_every_round(old_run):
     assert old_run.rounds[3].context.dropped == (2, 3, 4, 5) and '"person"' in old_run.rounds[3].context.note
 
 
+def test_rounds_saved_before_the_reasoning_was_stored_get_it_from_their_output(old_run):
+    assert [r.reasoning for r in old_run.rounds] == ["no tool here"] + ["reasoning"] * 4
+
+
 def test_version_1_images_stay_the_stored_pixels_and_todays_renderer_draws_them_identically(old_run):
     # The views come back as stored pixels (what the model saw) ...
     overlay = old_run.messages[7].images[0]

@@ -10,19 +10,20 @@ import numpy as np
 import pytest
 from conftest import KnownSegmenter, photo, tool, verdict
 
-from sam3_agent.agent.loop import Agent, AgentConfig
+from sam3_agent.agent.config import AgentConfig
+from sam3_agent.agent.loop import Agent
+from sam3_agent.agent.output_parts import split_output
 from sam3_agent.events import MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
 from sam3_agent.mask_set import Masks
 from sam3_agent.types import ContextRecord, Trace
 from sam3_agent.ui.context_view import context_panel
 from sam3_agent.ui.html import ImageUrls, RunPage, render_context, render_final_masks, render_round, render_status
+from sam3_agent.ui.run_view import RunView
 from sam3_agent.ui.view import (
     FinalMaskRow,
-    RunView,
     StatusLine,
     final_mask_rows,
     final_status_line,
-    split_output,
     trace_round_views,
 )
 from sam3_agent.vlm.scripted import ScriptedVLM
@@ -63,7 +64,7 @@ def recorded():
     view = RunView(30, clock=FixedClock())
     snapshots = []
     for event in agent_run:
-        view.apply(event, agent_run.trace.messages)
+        view.apply(event)
         live = view.live.view() if view.live is not None else None
         snapshots.append((event, view.status_line(), live, view.context))
     return view, snapshots, agent_run.trace
@@ -124,12 +125,12 @@ def test_model_output_splits_into_reasoning_and_the_call_being_written(text, exp
 
 
 def test_a_tag_still_arriving_is_held_back():
-    from sam3_agent.ui.view import LiveRound
+    from sam3_agent.agent.output_parts import split_streamed
 
-    live = LiveRound(1, 5, text="<think>look</think>\n<to")
-    assert (live.view().reasoning, live.view().writing_call) == ("look", "")
-    live.text += "ol>{"
-    assert live.view().writing_call == "{"
+    text = "<think>look</think>\n<to"
+    assert split_streamed(text) == ("look", "")
+    text += "ol>{"
+    assert split_streamed(text)[1] == "{"
 
 
 def test_status_line_while_running_names_round_budget_and_activity(recorded):
@@ -389,7 +390,7 @@ def mistake_trace():
     agent_run = agent.start(photo("astronaut.jpg"), "the child")
     view = RunView(5)
     for event in agent_run:
-        view.apply(event, agent_run.trace.messages)
+        view.apply(event)
     return view, agent_run.trace
 
 

@@ -1,7 +1,10 @@
 """The agent: the loop of rounds, its context policy, the four tools, mask verification, reading the model's
 replies, and the prompt texts.
 
-- ``loop``: ``Agent`` and ``AgentConfig``; ``Agent.run`` yields the events of one run and ends with its ``Trace``.
+- ``loop``: ``Agent`` and ``AgentRun``; a run yields the events of its rounds and ends with its ``Trace``;
+  ``config``: ``AgentConfig``, the limits and thresholds of a run.
+- ``output_parts``: the model's output split into reasoning and the call, as the agent reads it (what a front end
+  shows, so that none re-parses model text).
 - ``context``: which messages of the conversation go into the next request (pure: derived from the rounds so far).
 - ``tools`` / ``agent.tool_specs``: the model's action space and each tool's checks and effects.
 - ``verify``: ``examine_each_mask``'s one isolated VLM call per mask.

@@ -120,58 +120,23 @@ def build_context(
         raise ValueError("a main conversation starts with a system message and a user message")
 
     boundary = _latest_segment_index(messages)
-    if boundary is None:
-        kept = list(range(len(messages)))
-    else:
-        kept = [0, 1] + list(range(boundary, len(messages)))
-    after_boundary = set(kept)
-    kept = _without_old_mistakes(messages, kept)
+    from_boundary = [0, 1, *range(boundary, len(messages))] if boundary is not None else list(range(len(messages)))
+    after_boundary = set(from_boundary)
+    kept = _without_old_mistakes(messages, from_boundary)
     kept_set = set(kept)
     dropped = tuple(i for i in range(len(messages)) if i not in kept_set)
 
     phrases = tried_phrases(messages, before=boundary) if boundary is not None else []
     note = format_text("tried_phrases_note", phrases=", ".join(f'"{p}"' for p in phrases)) if phrases else None
-
-    # Which single image of the later messages survives: the newest one of the reply showing the current masks.
-    newest_image: tuple[int, int] | None = None
-    current = _current_masks_reply(messages)
-    if current is not None and current in kept_set:
-        for part_index, part in enumerate(messages[current].parts):
-            if isinstance(part, ImagePart):
-                newest_image = (current, part_index)
-
+    shown = _images_shown(messages, kept_set)
     placeholder = format_text("image_omitted")
     sent: list[Message] = []
     images_as_text: list[int] = []
-    image_count = 0
     for index in kept:
-        message = messages[index]
-        parts: list[Part] = []
-        replaced = False
-        raw_image_seen = False
-        for part_index, part in enumerate(message.parts):
-            if isinstance(part, ImagePart):
-                keep = (index == 1 and not raw_image_seen) or (index, part_index) == newest_image
-                if index == 1:
-                    raw_image_seen = True
-                if keep:
-                    parts.append(part)
-                    image_count += 1
-                else:
-                    parts.append(TextPart(placeholder))
-                    replaced = True
-            else:
-                parts.append(part)
-        if index == 1 and note is not None:
-            parts.append(TextPart(note))
+        message, replaced = _as_sent(messages[index], index, shown, placeholder, note if index == 1 else None)
+        sent.append(message)
         if replaced:
             images_as_text.append(index)
-        changed = replaced or (index == 1 and note is not None)
-        sent.append(
-            Message(message.role, tuple(parts), message.call, message.starts_masks, message.mistake)
-            if changed
-            else message
-        )
 
     reasons = {i: BEFORE_LATEST_SEGMENT if i not in after_boundary else OLD_MISTAKE for i in dropped}
     reasons.update((i, MASKS_GONE) for i in images_as_text)
@@ -180,7 +145,39 @@ def build_context(
         dropped=dropped,
         images_as_text=tuple(images_as_text),
         note=note,
-        image_count=image_count,
+        image_count=len(shown),
         reasons=tuple(sorted(reasons.items())),
     )
     return sent, record
+
+
+def _images_shown(messages: Sequence[Message], kept: set[int]) -> set[tuple[int, int]]:
+    """The (message index, part index) of every image the request shows, at most ``MAX_CONTEXT_IMAGES``: the raw
+    image (the first image of message 1), then the newest images of the reply showing the current masks."""
+    raw = next((i for i, part in enumerate(messages[1].parts) if isinstance(part, ImagePart)), None)
+    shown = {(1, raw)} if raw is not None else set()
+    current = _current_masks_reply(messages)
+    if current is not None and current in kept:
+        overlays = [(current, i) for i, part in enumerate(messages[current].parts) if isinstance(part, ImagePart)]
+        shown.update(overlays[len(overlays) - (MAX_CONTEXT_IMAGES - 1):])  # one place is the raw image's
+    return shown
+
+
+def _as_sent(
+    message: Message, index: int, shown: set[tuple[int, int]], placeholder: str, note: str | None
+) -> tuple[Message, bool]:
+    """``message`` as the request holds it: images not in ``shown`` replaced by ``placeholder``, ``note`` appended;
+    the message itself when nothing changed. Also says whether an image was replaced."""
+    parts: list[Part] = []
+    replaced = False
+    for part_index, part in enumerate(message.parts):
+        if isinstance(part, ImagePart) and (index, part_index) not in shown:
+            parts.append(TextPart(placeholder))
+            replaced = True
+        else:
+            parts.append(part)
+    if note is not None:
+        parts.append(TextPart(note))
+    if not replaced and note is None:
+        return message, False
+    return Message(message.role, tuple(parts), message.call, message.starts_masks, message.mistake), replaced

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import numbers
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Generator, Iterator
+from dataclasses import asdict, replace
 from typing import Any
 
 from PIL import Image
@@ -21,70 +20,23 @@ from PIL import Image
 from ..errors import BackendError, InputError
 from ..events import Event, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
 from ..images import file_name_of
-from ..imaging.postprocess import IOM_THRESHOLD, SCORE_THRESHOLD
-from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT  # noqa: F401 (also offered from here)
 from ..messages import Generation, ImagePart, Message, TextPart, strip_control_tokens
 from ..sam.segmenter import Segmenter
-from ..types import Round, ToolResult, Trace
+from ..types import Round, Trace
 from ..vlm.base import VLM
 from ..vlm.image_fit import check_photo, limits_of
+from .config import AgentConfig
 from .context import build_context
-from .parsing import parse_response
+from .output_parts import shown_reasoning, split_streamed
+from .parsing import ParsedResponse, parse_response
 from .prompts import Prompts, load_prompts, token_limit_text
+from .round_in_flight import RoundInFlight
 from .tools import ToolOutcome, Tools, ToolState
-from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled
+from .verify import RunCancelled
 
 logger = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """Limits and thresholds of a run.
-
-    Attributes:
-        max_rounds: round budget, 1 to ``MAX_ROUNDS_LIMIT``; every main VLM call counts, mistakes included.
-        score_threshold: SAM 3 score below which masks are dropped (reference agent: 0.5).
-        iom_threshold: intersection-over-smaller-area above which the lower-scoring mask is dropped
-            (reference agent: 0.3).
-        max_new_tokens: token budget of each main VLM call (``None``: the backend's default).
-        verify_max_new_tokens: token budget of each verification call (``None``: backend default).
-        verify_batch_size: masks verified per batch when the verifier supports batches (1: one by one;
-            greedy verdicts are the same either way).
-    """
-
-    max_rounds: int = DEFAULT_MAX_ROUNDS
-    score_threshold: float = SCORE_THRESHOLD
-    iom_threshold: float = IOM_THRESHOLD
-    max_new_tokens: int | None = None
-    verify_max_new_tokens: int | None = None
-    verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE
-
-    def __post_init__(self) -> None:
-        """Raises InputError for a value of the wrong type (e.g. ``max_rounds=2.5`` or ``"3"``) or out of range."""
-        _whole("max_rounds", self.max_rounds, 1, MAX_ROUNDS_LIMIT)
-        _fraction("score_threshold", self.score_threshold)
-        _fraction("iom_threshold", self.iom_threshold)
-        _whole("verify_batch_size", self.verify_batch_size, 1)
-        for name in ("max_new_tokens", "verify_max_new_tokens"):
-            if getattr(self, name) is not None:
-                _whole(name, getattr(self, name), 1)
-
-
-def _whole(name: str, value: Any, low: int, high: int | None = None) -> None:
-    """Raise InputError unless ``value`` is an int (not a bool) in [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"{name} must be a whole number, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise InputError(f"{name} must be {bounds}, got {value}")
-
-
-def _fraction(name: str, value: Any) -> None:
-    """Raise InputError unless ``value`` is a real number in [0, 1] (NaN is not)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
-        raise InputError(f"{name} must be a number in [0, 1], got {value!r}")
 
 
 class Agent:
@@ -116,15 +68,7 @@ class Agent:
         self.config = config or AgentConfig()
         self.prompts = prompts or load_prompts()
         self.extra_settings = dict(settings or {})
-        self.tools = Tools(
-            segmenter,
-            self.verifier,
-            self.prompts,
-            score_threshold=self.config.score_threshold,
-            iom_threshold=self.config.iom_threshold,
-            verify_max_new_tokens=self.config.verify_max_new_tokens,
-            verify_batch_size=self.config.verify_batch_size,
-        )
+        self.tools = Tools(segmenter, self.verifier, self.prompts, self.config)
 
     @classmethod
     def from_backends(cls, backends: Any, config: AgentConfig | None = None, prompts: Prompts | None = None) -> Agent:
@@ -181,21 +125,6 @@ class Agent:
         return agent_run.trace
 
 
-@dataclass
-class _RoundInFlight:
-    """What is known of the round being run, so that stopping or killing the run mid-round keeps it."""
-
-    index: int
-    context: Any
-    pieces: list[str]  # the streamed output so far (the run's own list, appended to as tokens arrive)
-    started: float
-    generation: Generation | None = None
-    vlm_seconds: float | None = None
-    call: Any = None
-    stored_text: str = ""
-    tool_started: float | None = None
-
-
 class AgentRun:
     """One run: iterate it for events; ``trace`` always holds the trace so far; ``cancel()`` stops it.
 
@@ -217,9 +146,9 @@ class AgentRun:
         self.trace.messages.append(
             Message("user", (ImagePart(image, "raw"), TextPart(prompts.format("initial_user", query=query))))
         )
-        self.state = ToolState(image=image, query=query)
+        self.state = ToolState(image=image, query=query, messages=self.trace.messages)
         self._events: Iterator[Event] | None = None
-        self._in_flight: _RoundInFlight | None = None
+        self._in_flight: RoundInFlight | None = None
         self._lock = threading.RLock()  # the trace changes under it: the run's thread and abandon() never interleave
 
     def cancel(self) -> None:
@@ -237,26 +166,17 @@ class AgentRun:
             if self.trace.status != "running":
                 return
             if self._in_flight is not None:
-                self._keep_partial_round(self._in_flight)
+                self._keep_cancelled(self._in_flight, "stopped before the round ended")
             self._finish("cancelled", reason)
 
-    def _keep_partial_round(self, flight: _RoundInFlight) -> None:
-        """Record the round in flight as cancelled: its output so far, and its call when it had been parsed."""
-        now = time.perf_counter()
-        generation = flight.generation
+    def _keep_cancelled(self, flight: RoundInFlight, detail: str | None = None) -> None:
+        """Record the round in flight as cancelled: its output so far, and its call (stored as the assistant message)
+        when it had been parsed. The caller holds the trace."""
         assistant_index = None
         if flight.call is not None:
             self.trace.messages.append(Message("assistant", (TextPart(flight.stored_text),), flight.call))
             assistant_index = len(self.trace.messages) - 1
-        self._append_round(Round(
-            flight.index, flight.context, generation.text if generation is not None else "".join(flight.pieces),
-            generation.finish_reason if generation is not None else "cancelled", flight.call, "cancelled",
-            "stopped before the round ended", None, assistant_index, None,
-            generation.prompt_tokens if generation is not None else None,
-            generation.output_tokens if generation is not None else None,
-            flight.vlm_seconds if flight.vlm_seconds is not None else now - flight.started,
-            now - flight.tool_started if flight.tool_started is not None else 0.0,
-        ))
+        self._append_round(flight.record(error="cancelled", error_detail=detail, assistant_index=assistant_index))
 
     @contextlib.contextmanager
     def _open_trace(self) -> Iterator[bool]:
@@ -308,85 +228,30 @@ class AgentRun:
             # and every tensor of the failed request alive (after an out-of-memory error, the memory needed next).
             yield self._finish("failed", failure)
 
-    def _round(self, round_index: int) -> Iterator[Event]:
-        """One round; returns True (via StopIteration) when the run ended."""
+    def _round(self, round_index: int) -> Generator[Event, None, bool]:
+        """One round (context, generation, parsed call, tool); returns True when the run ended."""
         trace = self.trace
-        agent = self.agent
         if self.stop_event.is_set():
             yield self._finish("cancelled", "stopped by the user")
             return True
-        sent, record = build_context(trace.messages, agent.prompts.format)
-        pieces: list[str] = []
-        flight = self._in_flight = _RoundInFlight(round_index, record, pieces, time.perf_counter())
-        yield RoundStarted(round_index, record, agent.config.max_rounds)
-
-        started = flight.started = time.perf_counter()
-        generation: Generation | None = None
-        try:
-            for item in agent.vlm.stream(sent, max_new_tokens=agent.config.max_new_tokens, stop=self.stop_event):
-                if isinstance(item, Generation):
-                    generation = item
-                elif item:
-                    pieces.append(item)
-                    yield TokenStreamed(round_index, item)
-        except BackendError as fault:
-            with self._open_trace() as still_open:
-                if still_open:
-                    self._record_failed_round(round_index, record, "".join(pieces), started, str(fault))
-            raise
-        vlm_seconds = time.perf_counter() - started
-        if generation is None:
-            raise BackendError(f"VLM backend {agent.vlm.name!r} ended its stream without a result")
-        flight.generation, flight.vlm_seconds = generation, vlm_seconds
+        sent, record = build_context(trace.messages, self.agent.prompts.format)
+        hint = getattr(self.agent.vlm, "starts_in_reasoning", False) is True  # a VLM that knows it says so up front
+        flight = self._in_flight = RoundInFlight(round_index, record, time.perf_counter(), reasoning_hint=hint)
+        yield RoundStarted(round_index=round_index, context=record, max_rounds=self.agent.config.max_rounds,
+                           messages=tuple(trace.messages))
+        generation = yield from self._generate(flight, sent)
         if generation.finish_reason == "cancelled":
-            with self._open_trace() as still_open:
-                if not still_open:
-                    return True
-                self._append_round(
-                    Round(round_index, record, generation.text, "cancelled", None, "cancelled", None, None,
-                          None, None, generation.prompt_tokens, generation.output_tokens, vlm_seconds)
-                )
-            yield RoundFinished(trace.rounds[-1])
-            yield self._finish("cancelled", "stopped by the user")
-            return True
-
+            return (yield from self._end_cancelled(flight))
         parsed = parse_response(generation.text, generation.finish_reason, generation.starts_in_reasoning)
-        tool_started = time.perf_counter()
-        if parsed.call is None:
-            fields = dict(parsed.error_fields, limit=token_limit_text(generation.output_tokens))
-            outcome = agent.tools.feedback(parsed.error or "no_tool_call", fields, self.state)
-        else:
-            flight.call, flight.stored_text, flight.tool_started = parsed.call, parsed.stored_text, tool_started
-            yield ToolStarted(round_index, parsed.call)
-            try:
-                outcome = yield from agent.tools.run(parsed.call, self.state, round_index, self.stop_event)
-            except RunCancelled:
-                with self._open_trace() as still_open:
-                    if not still_open:
-                        return True
-                    trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
-                    self._append_round(
-                        Round(round_index, record, generation.text, generation.finish_reason, parsed.call,
-                              "cancelled", None, None, len(trace.messages) - 1, None, generation.prompt_tokens,
-                              generation.output_tokens, vlm_seconds, time.perf_counter() - tool_started)
-                    )
-                yield RoundFinished(trace.rounds[-1])
-                yield self._finish("cancelled", "stopped by the user")
-                return True
-            except BackendError as fault:
-                with self._open_trace() as still_open:
-                    if still_open:
-                        trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
-                        self._record_failed_round(round_index, record, generation.text, started, str(fault),
-                                                  call=parsed.call, assistant_index=len(trace.messages) - 1)
-                raise
-            outcome = self._with_notes(outcome, parsed.name_corrected, parsed.call, parsed.ignored_calls)
-        tool_seconds = time.perf_counter() - tool_started
-
+        flight.reasoning = shown_reasoning(parsed.thinking, generation.text)
+        acted = yield from self._act(flight, parsed)
+        if acted is None:  # stopped during the tool: the round is recorded and the run ended
+            return True
+        outcome, tool_seconds = acted
         with self._open_trace() as still_open:
             if not still_open:  # abandoned while the tool ran: abandon() kept the round as it stood
                 return True
-            self._commit_round(round_index, record, generation, parsed, outcome, vlm_seconds, tool_seconds)
+            self._commit_round(flight, parsed, outcome, tool_seconds)
         yield RoundFinished(trace.rounds[-1])
         if outcome.status is not None:
             with self._open_trace() as still_open:
@@ -396,8 +261,78 @@ class AgentRun:
             return True
         return False
 
-    def _commit_round(self, round_index: int, record: Any, generation: Generation, parsed: Any,
-                      outcome: ToolOutcome, vlm_seconds: float, tool_seconds: float) -> None:
+    def _generate(self, flight: RoundInFlight, sent: list[Message]) -> Generator[Event, None, Generation]:
+        """Stream the main VLM's answer to ``sent``, one ``TokenStreamed`` per piece; returns the generation.
+
+        Raises:
+            BackendError: the VLM failed (the round is recorded as failed) or ended without a result.
+        """
+        agent = self.agent
+        generation: Generation | None = None
+        flight.started = time.perf_counter()
+        try:
+            for item in agent.vlm.stream(sent, max_new_tokens=agent.config.max_new_tokens, stop=self.stop_event):
+                if isinstance(item, Generation):
+                    generation = item
+                elif item:
+                    flight.text += item
+                    reasoning, writing = split_streamed(flight.text, flight.reasoning_hint)
+                    yield TokenStreamed(round_index=flight.index, text=item, reasoning=reasoning, writing_call=writing)
+        except BackendError as fault:
+            with self._open_trace() as still_open:
+                if still_open:
+                    self._record_failed_round(flight, str(fault))
+            raise
+        vlm_seconds = time.perf_counter() - flight.started
+        if generation is None:
+            raise BackendError(f"VLM backend {agent.vlm.name!r} ended its stream without a result")
+        flight.generation, flight.vlm_seconds = generation, vlm_seconds
+        return generation
+
+    def _act(
+        self, flight: RoundInFlight, parsed: ParsedResponse
+    ) -> Generator[Event, None, tuple[ToolOutcome, float] | None]:
+        """Run the parsed call (or explain the mistake); returns the outcome and the tool's wall time, or ``None``
+        when the run was stopped during the tool (then the round is recorded and the run ended).
+
+        Raises:
+            BackendError: the tool's backend failed (the round is recorded as failed).
+        """
+        agent = self.agent
+        tool_started = time.perf_counter()
+        if parsed.call is None:
+            output_tokens = flight.generation.output_tokens if flight.generation is not None else None
+            fields = dict(parsed.error_fields, limit=token_limit_text(output_tokens))
+            outcome = agent.tools.feedback(parsed.error or "no_tool_call", fields, self.state)
+        else:
+            flight.call, flight.stored_text, flight.tool_started = parsed.call, parsed.stored_text, tool_started
+            yield ToolStarted(round_index=flight.index, call=parsed.call, reasoning=flight.reasoning or "")
+            try:
+                outcome = yield from agent.tools.run(parsed.call, self.state, flight.index, self.stop_event)
+            except RunCancelled:
+                yield from self._end_cancelled(flight)
+                return None
+            except BackendError as fault:
+                with self._open_trace() as still_open:
+                    if still_open:
+                        self.trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
+                        self._record_failed_round(flight, str(fault), assistant_index=len(self.trace.messages) - 1)
+                raise
+            outcome = self._with_notes(outcome, parsed.name_corrected, parsed.call, parsed.ignored_calls)
+        return outcome, time.perf_counter() - tool_started
+
+    def _end_cancelled(self, flight: RoundInFlight) -> Generator[Event, None, bool]:
+        """End the run in a round the user stopped: record it (unless abandoned meanwhile), then finish."""
+        with self._open_trace() as still_open:
+            if not still_open:
+                return True
+            self._keep_cancelled(flight)
+        yield RoundFinished(self.trace.rounds[-1])
+        yield self._finish("cancelled", "stopped by the user")
+        return True
+
+    def _commit_round(self, flight: RoundInFlight, parsed: ParsedResponse, outcome: ToolOutcome,
+                      tool_seconds: float) -> None:
         """Append a finished round and its messages to the trace (the caller holds the trace)."""
         trace = self.trace
         trace.messages.append(
@@ -411,24 +346,10 @@ class AgentRun:
         if outcome.result.reply is not None and not outcome.result.ends_run:
             trace.messages.append(outcome.result.reply)
             reply_index = len(trace.messages) - 1
-        self._append_round(
-            Round(
-                index=round_index,
-                context=record,
-                output=generation.text,
-                finish_reason=generation.finish_reason,
-                call=parsed.call,
-                error=outcome.error,
-                error_detail=outcome.error_detail,
-                result=outcome.result,
-                assistant_index=assistant_index,
-                reply_index=reply_index,
-                prompt_tokens=generation.prompt_tokens,
-                output_tokens=generation.output_tokens,
-                vlm_seconds=vlm_seconds,
-                tool_seconds=tool_seconds,
-            )
-        )
+        self._append_round(flight.record(
+            call=parsed.call, error=outcome.error, error_detail=outcome.error_detail, result=outcome.result,
+            assistant_index=assistant_index, reply_index=reply_index, tool_seconds=tool_seconds,
+        ))
 
     def _with_notes(self, outcome: ToolOutcome, name_corrected: bool, call: Any, ignored: int) -> ToolOutcome:
         """Prefix the reply with notes about a corrected tool name or ignored extra calls."""
@@ -445,17 +366,17 @@ class AgentRun:
         text = "\n".join(notes) + ("\n\n" + first.text if isinstance(first, TextPart) else "")
         rest = reply.parts[1:] if isinstance(first, TextPart) else reply.parts
         new_reply = Message(reply.role, (TextPart(text),) + tuple(rest), reply.call, reply.starts_masks)
-        result = ToolResult(new_reply, outcome.result.masks, outcome.result.ends_run, outcome.result.final_masks,
-                            outcome.result.verdicts, outcome.result.summary)
-        return ToolOutcome(result, outcome.error, outcome.error_detail, outcome.starts_masks, outcome.status)
+        return replace(outcome, result=replace(outcome.result, reply=new_reply))
 
     def _append_round(self, round_record: Round) -> None:
         self.trace.rounds.append(round_record)
         self._in_flight = None
 
-    def _record_failed_round(self, round_index: int, record: Any, output: str, started: float, reason: str,
-                             call: Any = None, assistant_index: int | None = None) -> None:
-        self._append_round(
-            Round(round_index, record, output, "stop", call, "backend_error", reason, None, assistant_index, None,
-                  vlm_seconds=time.perf_counter() - started)
-        )
+    def _record_failed_round(self, flight: RoundInFlight, reason: str, assistant_index: int | None = None) -> None:
+        """Record the round a backend fault ended (the caller holds the trace): its output so far and its call when
+        it had been parsed; timed from the generation's start, without token counts."""
+        self._append_round(flight.record(
+            finish_reason="stop", error="backend_error", error_detail=reason, assistant_index=assistant_index,
+            prompt_tokens=None, output_tokens=None, vlm_seconds=time.perf_counter() - flight.started,
+            tool_seconds=0.0,
+        ))

@@ -102,21 +102,31 @@ def parse_response(text: str, finish_reason: str = "stop", starts_in_reasoning: 
     truncated = finish_reason == "length"
     if not text.strip():
         return _failure(text, "", "empty_output")
+    split = _reasoning_and_body(text, truncated, starts_in_reasoning)
+    if isinstance(split, ParsedResponse):
+        return split
+    thinking, body = split
+    return _call_in_body(text, thinking, body, truncated)
 
+
+def _reasoning_and_body(text: str, truncated: bool, starts_in_reasoning: bool) -> tuple[str, str] | ParsedResponse:
+    """The reasoning and the text searched for a call (see ``parse_response``'s rules), or the failure of a reply
+    that ended inside its reasoning or was cut without closing it."""
     close = text.find(THINK_CLOSE)
     if close >= 0:
-        thinking = _strip_think_open(text[:close])
-        body = text[close + len(THINK_CLOSE) :]
-    elif starts_in_reasoning or THINK_OPEN in text:
+        return _strip_think_open(text[:close]), text[close + len(THINK_CLOSE) :]
+    if starts_in_reasoning or THINK_OPEN in text:
         thinking = text.split(THINK_OPEN, 1)[1].strip() if THINK_OPEN in text else text.strip()
         return _failure(text, thinking, "truncated" if truncated else "unclosed_think")
-    else:
-        first_tag = TOOL_OPEN.search(text)
-        thinking = text[: first_tag.start()].strip() if first_tag else text.strip()
-        if truncated:
-            return _failure(text, thinking, "truncated")
-        body = text[first_tag.start() :] if first_tag else ""
+    first_tag = TOOL_OPEN.search(text)
+    thinking = text[: first_tag.start()].strip() if first_tag else text.strip()
+    if truncated:
+        return _failure(text, thinking, "truncated")
+    return thinking, text[first_tag.start() :] if first_tag else ""
 
+
+def _call_in_body(text: str, thinking: str, body: str, truncated: bool) -> ParsedResponse:
+    """The reply's first call, read from ``body`` (the text after the reasoning), or the mistake that hides it."""
     opening = TOOL_OPEN.search(body)
     if opening is None:
         return _failure(text, thinking, "truncated" if truncated else "no_tool_call")

@@ -10,23 +10,25 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Generator
-from dataclasses import dataclass, field
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
 
 from ..events import Event
-from ..imaging.postprocess import IOM_THRESHOLD, SCORE_THRESHOLD, postprocess_masks
+from ..imaging.postprocess import postprocess_masks
 from ..imaging.views import MaskView, view_part
 from ..mask_set import Masks
 from ..messages import Message, TextPart, ToolCall
 from ..sam.segmenter import Segmenter
 from ..types import ToolResult
 from ..vlm.base import VLM
+from .config import AgentConfig
+from .context import tried_phrases
 from .prompts import Prompts
 from .tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
-from .verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verify_masks
+from .verify import RunCancelled, verify_masks
 
 logger = logging.getLogger(__name__)
 
@@ -38,15 +40,16 @@ class ToolState:
     Attributes:
         image: the raw image (RGB, original resolution).
         query: the user's query.
+        messages: the run's main conversation (``Trace.messages``), read only: the phrases already sent to SAM 3
+            are those of its ``segment_phrase`` calls that ran (``context.tried_phrases``).
         masks: the current masks (numbered 1..N in the latest rendering); ``None`` before any
             ``segment_phrase`` ran; empty after zero detections or when every mask was rejected.
-        used_phrases: phrases already sent to SAM 3, as the model wrote them (trimmed).
     """
 
     image: Image.Image
     query: str
+    messages: Sequence[Message] = ()
     masks: Masks | None = None
-    used_phrases: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,11 @@ def _json(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _quoted(phrases: Sequence[str]) -> str:
+    """``"cup", "mug"``: phrases as the feedback texts list them."""
+    return ", ".join(f'"{p}"' for p in phrases)
 
 
 def check_parameters(call: ToolCall) -> None:
@@ -147,31 +155,15 @@ class Tools:
         segmenter: SAM 3 backend.
         verifier: VLM used for the isolated per-mask verification calls.
         prompts: prompt and feedback texts.
-        score_threshold: SAM 3 detection score below which masks are dropped (reference agent: 0.5).
-        iom_threshold: overlap (intersection over the smaller area) above which a lower-scoring
-            mask is dropped (reference agent: 0.3).
-        verify_max_new_tokens: token budget of each verification call.
-        verify_batch_size: masks verified per batch when the verifier supports batches (1: one by one).
+        config: the run's limits; the tools read its SAM 3 score and overlap thresholds and its verification
+            token budget and batch size (default: ``AgentConfig()``).
     """
 
-    def __init__(
-        self,
-        segmenter: Segmenter,
-        verifier: VLM,
-        prompts: Prompts,
-        *,
-        score_threshold: float = SCORE_THRESHOLD,
-        iom_threshold: float = IOM_THRESHOLD,
-        verify_max_new_tokens: int | None = None,
-        verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE,
-    ) -> None:
+    def __init__(self, segmenter: Segmenter, verifier: VLM, prompts: Prompts, config: AgentConfig | None = None) -> None:
         self.segmenter = segmenter
         self.verifier = verifier
         self.prompts = prompts
-        self.score_threshold = score_threshold
-        self.iom_threshold = iom_threshold
-        self.verify_max_new_tokens = verify_max_new_tokens
-        self.verify_batch_size = verify_batch_size
+        self.config = config or AgentConfig()
 
     # ------------------------------------------------------------------ dispatch
 
@@ -227,20 +219,16 @@ class Tools:
 
     def _segment_phrase(self, text_prompt: str, state: ToolState, round_index: int) -> ToolOutcome:
         phrase = text_prompt.strip()
-        used_keys = [p.lower() for p in state.used_phrases]
-        if phrase.lower() in used_keys:
-            raise CallError(
-                "phrase_already_used", phrase=phrase, used=", ".join(f'"{p}"' for p in state.used_phrases)
-            )
-        detections = self.segmenter.segment(state.image, phrase, self.score_threshold)
-        masks = postprocess_masks(detections, self.score_threshold, self.iom_threshold).renamed(phrase)
-        state.used_phrases.append(phrase)
+        used = tried_phrases(state.messages)
+        if phrase.lower() in (p.lower() for p in used):
+            raise CallError("phrase_already_used", phrase=phrase, used=_quoted(used))
+        config = self.config
+        detections = self.segmenter.segment(state.image, phrase, config.score_threshold)
+        masks = postprocess_masks(detections, config.score_threshold, config.iom_threshold).renamed(phrase)
         state.masks = masks
         note = self._phrase_cut_note(phrase)
         if len(masks) == 0:
-            text = note + self.prompts.format(
-                "segment_zero", phrase=phrase, used=", ".join(f'"{p}"' for p in state.used_phrases)
-            )
+            text = note + self.prompts.format("segment_zero", phrase=phrase, used=_quoted([*used, phrase]))
             reply = Message("user", (TextPart(text),))
             return ToolOutcome(ToolResult(reply, masks, summary=f"0 masks for '{phrase}'"), starts_masks=True)
         overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, masks))
@@ -272,9 +260,9 @@ class Tools:
             state.query,
             masks,
             round_index,
-            max_new_tokens=self.verify_max_new_tokens,
+            max_new_tokens=self.config.verify_max_new_tokens,
             stop=stop,
-            batch_size=self.verify_batch_size,
+            batch_size=self.config.verify_batch_size,
         )
         accepted = [v for v in verdicts if v.verdict == "accept"]
         kept = [v.mask_number - 1 for v in accepted]

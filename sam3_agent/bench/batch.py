@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 
-from ..agent.loop import Agent, AgentConfig
+from ..agent.config import AgentConfig
+from ..agent.loop import Agent
 from ..datasets.batch.coalesce import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, CoalescingVLM
 from ..datasets.batch.items import BatchItem
 from ..datasets.batch.layout import BatchLayout

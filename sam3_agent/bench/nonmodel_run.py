@@ -28,7 +28,8 @@ from typing import Any
 from PIL import Image
 
 from .. import rle
-from ..agent.loop import Agent, AgentConfig, AgentRun
+from ..agent.config import AgentConfig
+from ..agent.loop import Agent, AgentRun
 from ..cli.main import write_outputs
 from ..events import RoundFinished
 from ..images import image_digest, load_image

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from ..agent.loop import Agent, AgentConfig
+from ..agent.config import AgentConfig
+from ..agent.loop import Agent
 from ..agent.prompts import Prompts
 from ..engine.usage import VLMUsage
 from ..events import RoundFinished, RoundStarted

@@ -17,7 +17,7 @@ from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
 from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 if TYPE_CHECKING:
-    from ..agent.loop import AgentConfig
+    from ..agent.config import AgentConfig
     from ..presets import BackendSettings
 
 
@@ -123,7 +123,7 @@ def agent_config(args: argparse.Namespace, backend_record: dict[str, Any] | None
     Raises:
         InputError: a value out of range (the message names it).
     """
-    from ..agent.loop import AgentConfig
+    from ..agent.config import AgentConfig
     from ..agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 
     planned = (backend_record or {}).get("verify_batch_size", DEFAULT_VERIFY_BATCH_SIZE)

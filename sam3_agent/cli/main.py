@@ -31,7 +31,6 @@ import cv2
 import numpy as np
 
 from .. import Agent, Trace, TraceWriter, build_backends, load_image, save_trace
-from ..agent.parsing import parse_response
 from ..errors import (
     EXIT_BACKEND,
     EXIT_BUDGET,
@@ -43,7 +42,7 @@ from ..errors import (
     InputError,
     Sam3AgentError,
 )
-from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
+from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, ToolStarted
 from ..imaging.overlay import render_numbered_overlay
 from ..mask_set import to_coco_results
 from ..messages import ToolCall
@@ -86,23 +85,20 @@ def _excerpt(text: str) -> str:
 
 class EventPrinter:
     """Prints events as the CLI shows them: round header, reasoning excerpt and call when the tool
-    starts, verdicts as they come, then the outcome and timings of the round."""
+    starts, verdicts as they come, then the outcome and timings of the round. The reasoning is the agent's
+    reading of it (``ToolStarted.reasoning``, ``Round.reasoning``): nothing here parses model text."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self._output: list[str] = []
 
     def __call__(self, event: Event) -> None:
         write = self.stream.write
         if isinstance(event, RoundStarted):
-            self._output = []
             note = f", {len(event.context.dropped)} message(s) pruned" if event.context.dropped else ""
             write(f"Round {event.round_index}/{event.max_rounds}: asking the VLM "
                   f"({len(event.context.kept)} messages, {event.context.image_count} image(s){note})\n")
-        elif isinstance(event, TokenStreamed):
-            self._output.append(event.text)
         elif isinstance(event, ToolStarted):
-            self._reasoning("".join(self._output))
+            self._reasoning(event.reasoning)
             write(f"  call: {_call_text(event.call)}\n")
         elif isinstance(event, MaskVerdictReady):
             v = event.verdict
@@ -111,7 +107,7 @@ class EventPrinter:
         elif isinstance(event, RoundFinished):
             r = event.round
             if r.call is None:
-                self._reasoning(r.output)
+                self._reasoning(r.reasoning)
             if r.error:
                 write(f"  mistake ({r.error}): {_excerpt(r.error_detail or r.output)}\n")
             elif r.result is not None:
@@ -124,10 +120,9 @@ class EventPrinter:
             write(f"Finished: {t.status} after {len(t.rounds)} round(s), {count} final mask(s)\n")
         self.stream.flush()
 
-    def _reasoning(self, output: str) -> None:
-        thinking = parse_response(output).thinking if output.strip() else ""
-        if thinking:
-            self.stream.write(f"  reasoning: {_excerpt(thinking)}\n")
+    def _reasoning(self, reasoning: str) -> None:
+        if reasoning.strip():
+            self.stream.write(f"  reasoning: {_excerpt(reasoning)}\n")
 
 
 def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) -> None:

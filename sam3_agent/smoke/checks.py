@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ..agent.config import AgentConfig
 from ..agent.context import build_context
-from ..agent.loop import Agent, AgentConfig
+from ..agent.loop import Agent
 from ..agent.parsing import parse_response
 from ..agent.prompts import Prompts
 from ..agent.verify import verification_messages

@@ -6,6 +6,7 @@ every round, and read within bounds when the file comes from outside (``safe_rea
 - ``safe_read``: bounded reading of a ``.zip`` or a folder of files, and ``reading``, the boundary every loader
   runs inside; ``safe_decode``: images and masks checked against the photo before decoding, one budget per load.
 
-May import: the ground floor and ``imaging`` (views are drawn again on load). Never ``correct`` or ``agent``: a
-trace stores hand edits as the ground floor's ``edit_ops`` records.
+May import: the ground floor, ``imaging`` (views are drawn again on load) and ``agent.output_parts`` (the reasoning
+of a round saved before it was stored). Never ``correct``: a trace stores hand edits as the ground floor's
+``edit_ops`` records.
 """

@@ -221,6 +221,7 @@ class TraceEncoder:
                 "reasons": None if r.context.reasons is None else [list(pair) for pair in r.context.reasons],
             },
             "output": r.output,
+            "reasoning": r.reasoning,
             "finish_reason": r.finish_reason,
             "call": call_json(r.call),
             "error": r.error,

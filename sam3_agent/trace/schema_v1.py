@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..agent.output_parts import reasoning_of
 from ..errors import TraceFormatError
 from ..mask_set import Masks
 from ..messages import ImagePart, Message, Part, TextPart, ToolCall
@@ -115,8 +116,14 @@ def read_reasons(data: Any) -> tuple[tuple[int, str], ...] | None:
 
 
 def read_round(data: dict[str, Any], read_result: Callable[[Any], ToolResult | None]) -> Round:
-    """A ``Round`` from its JSON form (the same in every schema version but for its result)."""
+    """A ``Round`` from its JSON form (the same in every schema version but for its result).
+
+    A round saved before ``reasoning`` was stored gets it from the agent's reading of its output
+    (``agent.output_parts.reasoning_of``; whether the reasoning began outside the text was not recorded then).
+    """
     context = data["context"]
+    output = str(data["output"])
+    reasoning = data.get("reasoning")
     return Round(
         index=int(data["index"]),
         context=ContextRecord(
@@ -127,7 +134,8 @@ def read_round(data: dict[str, Any], read_result: Callable[[Any], ToolResult | N
             image_count=int(context["image_count"]),
             reasons=read_reasons(context.get("reasons")),  # absent in traces saved before it existed
         ),
-        output=str(data["output"]),
+        output=output,
+        reasoning=str(reasoning) if reasoning is not None else reasoning_of(output, str(data["finish_reason"])),
         finish_reason=data["finish_reason"],
         call=read_call(data["call"]),
         error=data["error"],

@@ -1,24 +1,20 @@
-"""What the app shows, as plain records: agent events and traces mapped to views (no Gradio, no HTML).
+"""What the app shows of rounds and traces, as plain records (no Gradio, no HTML).
 
-``RunView.apply`` folds the event stream of a live run into the state of the screen (finished
-rounds, the round in progress, the context panel (``context_view``), the status line, the final masks);
-``trace_round_views`` gives the same views for a saved trace, round by round, and ``timeline_rows`` one line
-per round. ``html`` renders them.
+``round_view`` maps a finished round to what its card shows, from the round alone (the reasoning as the agent read
+it: nothing here parses model text); ``trace_round_views`` gives those views for a saved trace with each round's
+context panel (``context_view``), ``timeline_rows`` one line per round, ``final_status_line`` and
+``final_mask_rows`` the outcome. ``run_view`` folds a live run's events into the same records; ``html`` renders
+them.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
-from ..agent.parsing import THINK_CLOSE, THINK_OPEN, parse_response
-from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
 from ..mask_set import Masks, to_coco_results
-from ..messages import ImagePart, Message, ToolCall
-from ..types import MaskVerdict, Round, RunStatus, Trace
+from ..messages import ImagePart, ToolCall
+from ..types import MaskVerdict, Round, Trace
 from .context_view import ContextPanel, context_panel
 
 STATUS_TITLES: dict[str, str] = {
@@ -32,11 +28,6 @@ STATUS_TITLES: dict[str, str] = {
     "stopping": "Stopping",
     "error": "Error",
 }
-
-# Tool-call tags as models write them (ours and Qwen's native one), for display only: ``parsing`` reads calls.
-_TOOL_TAG = re.compile(r"<\s*/?\s*(?:tool_call|tool)\s*>", re.IGNORECASE)
-_PARTIAL_TAG = re.compile(r"<[^<>\s]{0,11}$")
-
 
 # ------------------------------------------------------------------ records
 
@@ -173,32 +164,6 @@ def sentence(text: str) -> str:
     return text if text[-1] in ".?!" else text + "."
 
 
-def split_output(text: str) -> tuple[str, str]:
-    """A model output, finished or still streaming, as (reasoning, tool call being written), markup removed.
-
-    The reasoning is the text before ``</think>`` (or, without it, before the first tool tag) without the
-    ``<think>`` tag; the call is what follows the first tool tag, tags removed. Display only: ``parsing``
-    decides what the call is.
-    """
-    close = text.find(THINK_CLOSE)
-    if close >= 0:
-        reasoning, rest = text[:close], text[close + len(THINK_CLOSE):]
-    else:
-        reasoning, rest = text, ""
-    tag = _TOOL_TAG.search(reasoning) if close < 0 else None
-    if tag is not None:
-        reasoning, rest = reasoning[:tag.start()], reasoning[tag.start():]
-    reasoning = reasoning.replace(THINK_OPEN, "").strip()
-    tag = _TOOL_TAG.search(rest)
-    if tag is None:
-        reasoning = (reasoning + "\n" + rest.strip()).strip() if rest.strip() else reasoning
-        return reasoning, ""
-    before = rest[:tag.start()].strip()
-    if before:
-        reasoning = (reasoning + "\n" + before).strip()
-    return reasoning, _TOOL_TAG.sub("", rest[tag.start():]).strip()
-
-
 def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
     """The card of one mask verification."""
     return VerdictCard(
@@ -214,11 +179,8 @@ def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
 
 
 def round_view(round_record: Round, max_rounds: int | None, finished_at: float | None = None) -> RoundView:
-    """The view of a finished round."""
+    """The view of a finished round, from the round alone; ``finished_at``: UNIX time the live view received it."""
     r = round_record
-    thinking = parse_response(r.output, r.finish_reason).thinking if r.output else ""
-    if not thinking:
-        thinking = split_output(r.output)[0]  # no <think> block: the text before the call, markup removed
     result = r.result
     overlay = None
     reply_text = None
@@ -239,7 +201,7 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
     return RoundView(
         index=r.index,
         max_rounds=max_rounds,
-        reasoning=thinking,
+        reasoning=r.reasoning,
         streaming=False,
         call_text=call_text(r.call) if r.call is not None else None,
         mistake=mistake,
@@ -309,116 +271,6 @@ def final_status_line(trace: Trace) -> StatusLine:
     else:
         text = f"Running: {rounds} round(s) so far."
     return StatusLine(status, text)
-
-
-# ------------------------------------------------------------------ the live run
-
-
-@dataclass
-class LiveRound:
-    """The round in progress (mutable while events arrive)."""
-
-    index: int
-    max_rounds: int
-    text: str = ""
-    call: ToolCall | None = None
-    cards: list[VerdictCard] = field(default_factory=list)
-
-    def view(self) -> RoundView:
-        # a tag still arriving ("<thi") is held back until it is complete, so markup never flashes
-        reasoning, writing = split_output(_PARTIAL_TAG.sub("", self.text))
-        return RoundView(
-            index=self.index,
-            max_rounds=self.max_rounds,
-            reasoning=reasoning,
-            streaming=True,
-            call_text=call_text(self.call) if self.call is not None else None,
-            cards=tuple(self.cards),
-            writing_call=writing if self.call is None else "",
-        )
-
-
-class RunView:
-    """The screen of one live run, updated event by event.
-
-    Args:
-        max_rounds: the run's round budget (shown before the first round starts).
-        clock: UNIX time source stamped on finished rounds (for measuring display latency).
-
-    Attributes:
-        rounds: finished rounds in order; ``live``: the round in progress or ``None``.
-        context: the context panel of the latest round; ``status``/``error``/``final_masks`` as in
-            the trace once it ends; ``activity``: what the run is doing now (for the status line).
-        version: incremented on every change of ``rounds`` (lets renderers cache their HTML).
-    """
-
-    def __init__(self, max_rounds: int, clock: Callable[[], float] = time.time) -> None:
-        self.max_rounds = max_rounds
-        self.clock = clock
-        self.rounds: list[RoundView] = []
-        self.live: LiveRound | None = None
-        self.context: ContextPanel | None = None
-        self.status: RunStatus = "running"
-        self.error: str | None = None
-        self.final_masks: Masks | None = None
-        self.activity = "starting"
-        self.trace: Trace | None = None
-
-    def apply(self, event: Event, messages: Sequence[Message]) -> None:
-        """Fold one event in; ``messages`` is the run's conversation so far (``AgentRun.trace.messages``)."""
-        if isinstance(event, RoundStarted):
-            self.max_rounds = event.max_rounds
-            self.live = LiveRound(event.round_index, event.max_rounds)
-            self.context = replace(context_panel(messages, event.context, event.round_index), pending=True)
-            self.activity = "generating"
-        elif isinstance(event, TokenStreamed):
-            if self.live is not None and self.live.index == event.round_index:
-                self.live.text += event.text
-        elif isinstance(event, ToolStarted):
-            if self.live is not None:
-                self.live.call = event.call
-            self.activity = f"running {event.call.name}"
-        elif isinstance(event, MaskVerdictReady):
-            if self.live is not None:
-                self.live.cards.append(verdict_card(event.verdict, event.total))
-            self.activity = f"examined mask {event.verdict.mask_number} of {event.total}"
-        elif isinstance(event, RoundFinished):
-            finished = event.round
-            self.rounds.append(round_view(finished, self.max_rounds, self.clock()))
-            self.live = None
-            if self.context is not None and self.context.round_index == finished.index:
-                self.context = replace(self.context, prompt_tokens=finished.prompt_tokens, pending=False)
-            self.activity = "round finished"
-        elif isinstance(event, RunFinished):
-            self.finish_from(event.trace)
-
-    def finish_from(self, trace: Trace) -> None:
-        """End the view from the run's trace (on ``RunFinished``, or for an abandoned run).
-
-        Rounds the trace holds without a ``RoundFinished`` event (the round a backend fault ended)
-        are added.
-        """
-        for missing in trace.rounds[len(self.rounds):]:
-            self.rounds.append(round_view(missing, self.max_rounds, self.clock()))
-        self.live = None
-        if self.context is not None and self.context.pending:  # the round a fault or a stop ended
-            ended = next((r for r in trace.rounds if r.index == self.context.round_index), None)
-            tokens = ended.prompt_tokens if ended is not None else None
-            self.context = replace(self.context, prompt_tokens=tokens, pending=False)
-        self.trace = trace
-        self.status = trace.status
-        self.error = trace.error
-        self.final_masks = trace.final_masks
-        self.activity = "finished"
-
-    def status_line(self) -> StatusLine:
-        """"Running: round 3 / 30, generating" while running; the final status afterwards."""
-        if self.status != "running" and self.trace is not None:
-            return final_status_line(self.trace)
-        current = self.live.index if self.live is not None else len(self.rounds)
-        if current == 0:
-            return StatusLine("running", f"Running: starting (budget {self.max_rounds} rounds)")
-        return StatusLine("running", f"Running: round {current} / {self.max_rounds}, {self.activity}")
 
 
 # ------------------------------------------------------------------ saved traces

@@ -12,7 +12,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from ...agent.loop import Agent, AgentConfig
+from ...agent.config import AgentConfig
+from ...agent.loop import Agent
 from ...agent.prompts import Prompts, load_prompts
 from ...presets import Backends, BackendSettings, build_backends
 from ...vlm.base import supports_batches

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ...agent.loop import AgentConfig, AgentRun
+from ...agent.config import AgentConfig
+from ...agent.loop import AgentRun
 from ...errors import BackendError
 from ...images import MAX_PIXELS
 from ...presets import BackendSettings

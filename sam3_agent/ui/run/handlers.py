@@ -38,7 +38,8 @@ from ..context_view import context_panel
 from ..correct.handlers import CorrectHandlers
 from ..html import ImageUrls, RunPage, render_context, render_final_masks, render_status
 from ..inspect.handlers import InspectHandlers
-from ..view import RunView, StatusLine, final_mask_rows, final_status_line, sentence
+from ..run_view import RunView
+from ..view import StatusLine, final_mask_rows, final_status_line, sentence
 from .runner import (
     TRACE_DIR,
     TRACE_ZIP_FILE,
@@ -267,7 +268,7 @@ class Handlers(SharedObject):
             yield self._outputs(view, page)
             last = time.monotonic()
             for event in agent_run:
-                view.apply(event, agent_run.trace.messages)
+                view.apply(event)
                 if isinstance(event, RunFinished):
                     break
                 if isinstance(event, RoundFinished):

@@ -21,7 +21,8 @@ from typing import Any
 
 from PIL import Image
 
-from ...agent.loop import Agent, AgentConfig
+from ...agent.config import AgentConfig
+from ...agent.loop import Agent
 from ...agent.prompts import Prompts, load_prompts
 from ...agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from ...errors import BackendError, InputError, what_went_wrong
