@@ -38,8 +38,9 @@ from sam3_agent.ui.correct.view import (
     shown_choices,
     status_text,
 )
-from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
+from sam3_agent.ui.run.slot import RunSlot
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 

@@ -25,8 +25,10 @@ from .correct.layout import CORRECT_CSS, build_correct_tab
 from .html import ImageUrls, render_context, render_status
 from .inspect.handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandlers
 from .review.layout import REVIEW_CSS, build_review_bar, build_review_tab
-from .run.handlers import Handlers, RunSlot, photo_limit
+from .run.handlers import Handlers
 from .run.runner import AgentFactory
+from .run.slot import RunSlot
+from .run.start import photo_limit
 from .run.uploads import image_upload
 from .settings import AppSettings
 from .startup import demo_note, first_start_message, needed_models
