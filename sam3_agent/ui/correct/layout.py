@@ -21,7 +21,7 @@ from ...imaging.render import FILL_ALPHA
 from ..html import render_status
 from ..view import StatusLine
 from .handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs
-from .session import TOOL_SELECT, TOOLS
+from .tools import TOOL_SELECT, TOOLS
 from .view import render_canvas
 
 CORRECT_TAB_ID = "correct"

@@ -22,7 +22,9 @@ from ...imaging.render import FILL_ALPHA, DrawStyle, label_boxes, mask_colors, r
 from ...mask_set import Masks
 from ...types import Trace
 from ..html import image_data_url
-from .session import CorrectSession, ViewGeometry, pending_clicks, view_mask
+from .actions import pending_clicks
+from .geometry import ViewGeometry, view_mask
+from .session import CorrectSession
 
 NO_SELECTION = -1  # the "nothing selected" value of the selected-mask list
 WHITE, BLACK = (255, 255, 255), (0, 0, 0)  # achromatic: never one of the (saturated) mask colours
