@@ -11,7 +11,7 @@ import pytest
 from conftest import ASSETS
 
 from sam3_agent.models.zerogpu import MAX_SECONDS_VARIABLE, gpu
-from sam3_agent.ui.layout import load_examples, run_gpu_seconds
+from sam3_agent.ui.run.layout import load_examples, run_gpu_seconds
 
 
 def test_examples_come_from_assets_examples_json_with_existing_photos():
