@@ -140,25 +140,19 @@ class Handlers(SharedObject):
         """
         slot = slot if slot is not None else RunSlot()
         number = int(ticket or 0)
-        refused = self._press_not_started(slot, number)
+        refused = self._take_press(slot, number)
         if refused is not None:
             yield refused
             return
-        slot.started_ticket = max(slot.started_ticket, number)
-        if slot.active and slot.run is not None:  # one run per session: a new Run replaces the old one
-            slot.run.cancel()
         try:
             agent_run = start_run(self.factory, image, query, max_rounds, score_threshold)
         except (InputError, BackendError) as error:  # the status line, in view, says it: no pop-up as well
             yield not_started(StatusLine("error", sentence(str(error))))
             return
-        session = self._hold(slot, agent_run, request)
+        session, folder, writer = self._hold(slot, agent_run, request)
         view = RunView(int(max_rounds))
         slot.view = view
         page = RunPage()
-        folder = slot.run_folder(self.root)
-        writer = TraceWriter(folder / TRACE_DIR)  # the app's own copy, saved after every round off the hot path
-        writer.submit(agent_run.trace)
         handed_over = False
         try:
             yield run_outputs(view, page)
@@ -182,13 +176,17 @@ class Handlers(SharedObject):
             self._release(slot, agent_run, session, writer, handed_over)
 
     @staticmethod
-    def _press_not_started(slot: RunSlot, number: int) -> RunOutputs | None:
-        """The page of a Run press that does not start (``None`` for one that does): one a later press superseded
-        changes nothing; one withdrawn by Stop while it waited says so."""
+    def _take_press(slot: RunSlot, number: int) -> RunOutputs | None:
+        """The page of a Run press that does not start: one a later press superseded changes nothing; one withdrawn
+        by Stop while it waited says so. ``None`` for a press that starts: it is marked started, and the session's
+        run going on is asked to stop."""
         if number and number < slot.latest_ticket:  # a later press replaces this one
             return unchanged()
         if number and number <= slot.withdrawn_ticket:
             return not_started(StatusLine("cancelled", WITHDRAWN))
+        slot.started_ticket = max(slot.started_ticket, number)
+        if slot.active and slot.run is not None:  # one run per session: a new Run replaces the old one
+            slot.run.cancel()
         return None
 
     @staticmethod
@@ -199,15 +197,20 @@ class Handlers(SharedObject):
         replaced = number and slot.latest_ticket > number  # a newer Run press waits for this one to end
         return StatusLine("stopping", REPLACING if replaced else STOPPING)
 
-    def _hold(self, slot: RunSlot, agent_run: AgentRun, request: gr.Request | None) -> str | None:
-        """Make ``agent_run`` the slot's run, found by its browser session's id (``unload``); returns that id."""
+    def _hold(self, slot: RunSlot, agent_run: AgentRun,
+              request: gr.Request | None) -> tuple[str | None, Path, TraceWriter]:
+        """Make ``agent_run`` the slot's run, found by its browser session's id (``unload``), with a new download
+        folder and the writer of the app's own copy of its trace; returns (that id, the folder, the writer)."""
         session = getattr(request, "session_hash", None) if request is not None else None
         slot.begin(agent_run)
         slot.download = None
         if session:
             with self._lock:
                 self._sessions[session] = slot
-        return session
+        folder = slot.run_folder(self.root)
+        writer = TraceWriter(folder / TRACE_DIR)  # the app's own copy, saved after every round off the hot path
+        writer.submit(agent_run.trace)
+        return session, folder, writer
 
     @staticmethod
     def _answer_page(slot: RunSlot, trace: Trace, view: RunView, page: RunPage, writer: TraceWriter,
