@@ -188,7 +188,7 @@ class CorrectHandlers(SharedObject):
         return screen(session, loaded=True, switch_tab=switch_tab)
 
     def from_run(self, slot: Any, previous: Any = None, request: gr.Request | None = None) -> CorrectOutputs:
-        """The session's latest run (``ui.run.handlers.RunSlot``), once it has ended; switches to the Correct tab."""
+        """The session's latest run (``ui.run.slot.RunSlot``), once it has ended; switches to the Correct tab."""
         run = getattr(slot, "run", None)
         if run is None:
             self.warn("There is no run to correct yet: press Run first.")

@@ -1,6 +1,6 @@
 """What the "Correct" view shows of a ``CorrectSession``: mask rows, list choices, status text, overlays, HTML.
 
-No Gradio here. Overlays are drawn at the view size (``correct.ViewGeometry``) with one colour per mask index
+No Gradio here. Overlays are drawn at the view size (``geometry.ViewGeometry``) with one colour per mask index
 (``render.mask_colors``), so a mask keeps its colour and number in both the agent's and the corrected overlay
 whatever is hidden or added. Their number is ``index + 1``, the number the list and the exports' ``origin``
 use. Mask colours are saturated hues; everything drawn for the person (point markers, the selection rim, the
