@@ -110,8 +110,9 @@ def test_stop_in_the_app_during_a_long_segment_keeps_round_1_in_the_downloaded_t
     from sam3_agent.presets import Backends
     from sam3_agent.trace.io import load_trace
     from sam3_agent.ui.run import handlers as handlers_module
-    from sam3_agent.ui.run.handlers import Handlers, RunSlot
+    from sam3_agent.ui.run.handlers import Handlers
     from sam3_agent.ui.run.runner import AgentFactory
+    from sam3_agent.ui.run.slot import RunSlot
     from sam3_agent.ui.settings import AppSettings
 
     monkeypatch.setattr(handlers_module, "STOP_GRACE_S", 0.2)

@@ -11,8 +11,9 @@ from PIL import Image
 
 from sam3_agent.presets import Backends
 from sam3_agent.trace.safe_read import MAX_ZIP_BYTES
-from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
+from sam3_agent.ui.run.slot import RunSlot
 from sam3_agent.ui.settings import APP_MAX_IMAGE_PIXELS, AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 

@@ -21,10 +21,10 @@ from test_ui_correct import (  # the Correct view's own fixtures
 
 from sam3_agent.errors import InputError
 from sam3_agent.sam.tracker import PointMask
-from sam3_agent.ui.correct import session as correct
+from sam3_agent.ui.correct import actions as correct
 from sam3_agent.ui.correct.handlers import CorrectHandlers
-from sam3_agent.ui.correct.session import TOOL_POSITIVE
 from sam3_agent.ui.correct.store import CorrectSessions
+from sam3_agent.ui.correct.tools import TOOL_POSITIVE
 from sam3_agent.ui.memory_size import held_bytes, image_bytes
 
 BOX = (200, 50, 300, 250)

@@ -12,8 +12,9 @@ import torch
 from conftest import ASSETS
 
 from sam3_agent.presets import BackendSettings, build_backends
-from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
+from sam3_agent.ui.run.slot import RunSlot
 from sam3_agent.ui.settings import AppSettings
 
 OOM = "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity)"

@@ -30,7 +30,7 @@ from sam3_agent.rle import check_rle, decode_rle, encode_rle
 from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
 from sam3_agent.trace.safe_read import MAX_ZIP_MEMBERS
 from sam3_agent.ui.correct.handlers import CorrectHandlers
-from sam3_agent.ui.correct.session import trace_from_upload
+from sam3_agent.ui.correct.trace_upload import trace_from_upload
 from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings

@@ -24,9 +24,10 @@ from sam3_agent.mask_set import Masks
 from sam3_agent.presets import Backends
 from sam3_agent.sam.tracker import PointMask, check_clicks
 from sam3_agent.types import ContextRecord, Round, ToolResult, Trace
-from sam3_agent.ui.correct import session as correct
+from sam3_agent.ui.correct import actions as correct
+from sam3_agent.ui.correct.geometry import ViewGeometry
 from sam3_agent.ui.correct.handlers import CorrectHandlers
-from sam3_agent.ui.correct.session import TOOL_NEGATIVE, TOOL_POSITIVE, TOOL_SELECT, TOOL_TOGGLE, ViewGeometry
+from sam3_agent.ui.correct.tools import TOOL_NEGATIVE, TOOL_POSITIVE, TOOL_SELECT, TOOL_TOGGLE
 from sam3_agent.ui.correct.view import (
     NO_SELECTION,
     MaskRow,
@@ -38,8 +39,9 @@ from sam3_agent.ui.correct.view import (
     shown_choices,
     status_text,
 )
-from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
+from sam3_agent.ui.run.slot import RunSlot
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 

@@ -19,8 +19,9 @@ from sam3_agent.rle import decode_rle
 from sam3_agent.trace.io import load_trace, load_trace_zip
 from sam3_agent.ui.run import handlers as handlers_module
 from sam3_agent.ui.run import runner as runner_module
-from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
+from sam3_agent.ui.run.slot import RunSlot
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 

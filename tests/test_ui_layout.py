@@ -11,7 +11,7 @@ import pytest
 from conftest import ASSETS
 
 from sam3_agent.models.zerogpu import MAX_SECONDS_VARIABLE, gpu
-from sam3_agent.ui.layout import load_examples, run_gpu_seconds
+from sam3_agent.ui.run.layout import load_examples, run_gpu_seconds
 
 
 def test_examples_come_from_assets_examples_json_with_existing_photos():
@@ -61,8 +61,9 @@ def test_gpu_wraps_handlers_with_spaces_gpu_and_a_duration_that_fits_the_round_b
 def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
     from sam3_agent.presets import BackendSettings
     from sam3_agent.ui.layout import build_demo
-    from sam3_agent.ui.run.handlers import Handlers, RunSlot
+    from sam3_agent.ui.run.handlers import Handlers
     from sam3_agent.ui.run.runner import AgentFactory
+    from sam3_agent.ui.run.slot import RunSlot
     from sam3_agent.ui.settings import AppSettings
 
     missing = tmp_path / "no_sam3_here"

@@ -10,9 +10,11 @@ import pytest
 from conftest import ASSETS, KnownSegmenter, tool
 
 from sam3_agent.presets import Backends
+from sam3_agent.ui.run import api as api_module
 from sam3_agent.ui.run import handlers as handlers_module
-from sam3_agent.ui.run.handlers import Handlers, RunSlot
+from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
+from sam3_agent.ui.run.slot import RunSlot
 from sam3_agent.ui.settings import AppSettings
 from sam3_agent.vlm.scripted import ScriptedVLM
 
@@ -26,7 +28,7 @@ def disk_full_handlers(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(handlers_module, "write_answer", disk_full)  # a run's answer files (the Run tab)
-    monkeypatch.setattr(handlers_module, "write_run_files", disk_full)  # the API's files
+    monkeypatch.setattr(api_module, "write_run_files", disk_full)  # the API's files
     idle = ScriptedVLM([])
     factory = AgentFactory(AppSettings(max_rounds=5), Backends(idle, idle, KnownSegmenter(
         {"cup": [((100, 100, 300, 250), 0.9)]}), {}), SCRIPT)

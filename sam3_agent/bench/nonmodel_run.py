@@ -299,8 +299,9 @@ def measure_app(width: int, height: int, count: int, repeats: int = 3) -> dict[s
     import gradio as gr
 
     from ..presets import Backends
-    from ..ui.run.handlers import Handlers, RunSlot
+    from ..ui.run.handlers import Handlers
     from ..ui.run.runner import AgentFactory
+    from ..ui.run.slot import RunSlot
     from ..ui.settings import AppSettings
 
     photo = photo_file(width, height)

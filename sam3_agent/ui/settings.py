@@ -148,6 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# flag destination -> how its environment variable's text becomes a value (the others are taken as text)
+CONVERTERS: dict[str, Callable[[str], object]] = {
+    "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
+    "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float, "max_image_pixels": int,
+    "vlm_server_connect_timeout": float, "vlm_server_read_timeout": float, "vlm_server_deadline": float,
+    "verify_max_new_tokens": int, "temperature": float, "top_p": float, "top_k": int, "seed": int,
+}
+
+
 def _typed(name: str, raw: str, convert: Callable[[str], object]) -> object:
     try:
         return convert(raw)
@@ -174,32 +183,40 @@ def parse_settings(
     """
     parser = build_parser()
     args = parser.parse_args(argv)  # exits on --help before anything heavy is imported
-    from ..engine.decoding import DecodingOverrides  # torch: imported only once the flags are parsed
-    from ..presets import BackendSettings
+    values = _given_values(parser, args, os.environ if environ is None else environ)
+    settings = _app_settings(values, _backend_settings(values))
+    check_settings(settings)
+    return settings, bool(args.verbose)
 
-    env = os.environ if environ is None else environ
-    converters: dict[str, Callable[[str], object]] = {
-        "max_rounds": int, "score_threshold": float, "min_pixels": int, "max_pixels": int,
-        "max_new_tokens": int, "concurrency": int, "port": int, "script_piece_delay": float, "max_image_pixels": int,
-        "vlm_server_connect_timeout": float, "vlm_server_read_timeout": float, "vlm_server_deadline": float,
-        "verify_max_new_tokens": int, "temperature": float, "top_p": float, "top_k": int, "seed": int,
-    }
+
+def _given_values(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  env: Mapping[str, str]) -> dict[str, object]:
+    """Each setting's given value (``None``: not given): its flag, else its environment variable, converted and
+    checked against the flag's choices."""
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     values: dict[str, object] = {}
     for name, variable in ENVIRONMENT.items():
         value = getattr(args, name)
         raw = env.get(variable, "").strip()
         if value is None and raw:
-            value = _typed(name, raw, converters[name]) if name in converters else raw
+            value = _typed(name, raw, CONVERTERS[name]) if name in CONVERTERS else raw
             if name in choices and value not in choices[name]:
                 raise InputError(f"environment variable {variable}={raw!r} must be one of {sorted(choices[name])}")
         values[name] = value
+    return values
 
-    def pick(name: str, default: object) -> object:
-        return default if values[name] is None else values[name]
 
-    backend = BackendSettings(
-        preset=pick("preset", "real"),  # type: ignore[arg-type]
+def _pick(values: Mapping[str, object], name: str, default: object) -> object:
+    return default if values[name] is None else values[name]
+
+
+def _backend_settings(values: Mapping[str, object]) -> BackendSettings:
+    """Which models to load, from the given values (a value not given keeps the backend's own default)."""
+    from ..engine.decoding import DecodingOverrides  # torch: imported only once the flags are parsed
+    from ..presets import BackendSettings
+
+    return BackendSettings(
+        preset=_pick(values, "preset", "real"),  # type: ignore[arg-type]
         vlm_model=values["vlm_model"],  # type: ignore[arg-type]
         vlm_server=values["vlm_server"],  # type: ignore[arg-type]
         vlm_server_model=values["vlm_server_model"],  # type: ignore[arg-type]
@@ -209,8 +226,8 @@ def parse_settings(
         min_pixels=values["min_pixels"],  # type: ignore[arg-type]
         max_pixels=values["max_pixels"],  # type: ignore[arg-type]
         max_new_tokens=values["max_new_tokens"],  # type: ignore[arg-type]
-        tiny_vlm_kind=pick("tiny_vlm", "qwen3_vl"),  # type: ignore[arg-type]
-        prefix_cache=pick("prefix_cache", "on") == "on",
+        tiny_vlm_kind=_pick(values, "tiny_vlm", "qwen3_vl"),  # type: ignore[arg-type]
+        prefix_cache=_pick(values, "prefix_cache", "on") == "on",
         vlm_server_connect_timeout=values["vlm_server_connect_timeout"],  # type: ignore[arg-type]
         vlm_server_read_timeout=values["vlm_server_read_timeout"],  # type: ignore[arg-type]
         vlm_server_deadline=values["vlm_server_deadline"],  # type: ignore[arg-type]
@@ -224,19 +241,21 @@ def parse_settings(
             verify_max_new_tokens=values["verify_max_new_tokens"],  # type: ignore[arg-type]
         ),
     )
-    settings = AppSettings(
+
+
+def _app_settings(values: Mapping[str, object], backend: BackendSettings) -> AppSettings:
+    """The app's own settings from the given values (built-in defaults for those not given), around ``backend``."""
+    return AppSettings(
         backend=backend,
-        max_rounds=int(pick("max_rounds", DEFAULT_MAX_ROUNDS)),  # type: ignore[call-overload]
-        score_threshold=float(pick("score_threshold", DEFAULT_SCORE_THRESHOLD)),  # type: ignore[arg-type]
-        script_piece_delay=float(pick("script_piece_delay", 0.0)),  # type: ignore[arg-type]
-        concurrency=int(pick("concurrency", DEFAULT_CONCURRENCY)),  # type: ignore[call-overload]
-        max_image_pixels=int(pick("max_image_pixels", APP_MAX_IMAGE_PIXELS)),  # type: ignore[call-overload]
-        host=str(pick("host", DEFAULT_HOST)),
-        port=int(pick("port", DEFAULT_PORT)),  # type: ignore[call-overload]
+        max_rounds=int(_pick(values, "max_rounds", DEFAULT_MAX_ROUNDS)),  # type: ignore[call-overload]
+        score_threshold=float(_pick(values, "score_threshold", DEFAULT_SCORE_THRESHOLD)),  # type: ignore[arg-type]
+        script_piece_delay=float(_pick(values, "script_piece_delay", 0.0)),  # type: ignore[arg-type]
+        concurrency=int(_pick(values, "concurrency", DEFAULT_CONCURRENCY)),  # type: ignore[call-overload]
+        max_image_pixels=int(_pick(values, "max_image_pixels", APP_MAX_IMAGE_PIXELS)),  # type: ignore[call-overload]
+        host=str(_pick(values, "host", DEFAULT_HOST)),
+        port=int(_pick(values, "port", DEFAULT_PORT)),  # type: ignore[call-overload]
         review_root=None if values["review_root"] is None else Path(str(values["review_root"])).expanduser(),
     )
-    check_settings(settings)
-    return settings, bool(args.verbose)
 
 
 def check_settings(settings: AppSettings) -> None:

@@ -1,4 +1,4 @@
-"""Handlers of the "Correct" view: a session's actions (``correct``) turned into component values.
+"""Handlers of the "Correct" view: a session's actions (``actions``, here ``correct``) turned into component values.
 
 Every handler returns a ``CorrectOutputs`` (the values of all the view's components, in the order ``ui.correct.layout``
 binds them); a refused action (``InputError``, a model failure, a bad file) changes nothing but the status line, which
@@ -27,9 +27,11 @@ from ...trace.io import trace_to_zip_bytes
 from ...types import Trace
 from ..html import render_status
 from ..view import StatusLine
-from . import session as correct
-from .session import BRUSH_TOOLS, TOOL_ERASE, TOOL_NEGATIVE, TOOL_POSITIVE, CorrectSession
+from . import actions as correct
+from .session import CorrectSession, corrected_trace
 from .store import CorrectSessions
+from .tools import BRUSH_TOOLS, TOOL_ERASE, TOOL_NEGATIVE, TOOL_POSITIVE
+from .trace_upload import trace_from_upload
 from .view import (
     agent_overlay,
     corrected_overlay,
@@ -186,7 +188,7 @@ class CorrectHandlers(SharedObject):
         return screen(session, loaded=True, switch_tab=switch_tab)
 
     def from_run(self, slot: Any, previous: Any = None, request: gr.Request | None = None) -> CorrectOutputs:
-        """The session's latest run (``ui.run.handlers.RunSlot``), once it has ended; switches to the Correct tab."""
+        """The session's latest run (``ui.run.slot.RunSlot``), once it has ended; switches to the Correct tab."""
         run = getattr(slot, "run", None)
         if run is None:
             self.warn("There is no run to correct yet: press Run first.")
@@ -208,7 +210,7 @@ class CorrectHandlers(SharedObject):
         if not path:
             return refused("no file: upload a bundle or trace .zip saved by this app")
         try:
-            trace = correct.trace_from_upload(path)
+            trace = trace_from_upload(path)
         except TraceFormatError as error:
             self.warn(f"Cannot read this file: {error}")
             return refused(f"cannot read this file: {error}")
@@ -385,5 +387,5 @@ def write_corrected_pngs(session: CorrectSession, folder: Path) -> Path:
 def write_corrected_trace(session: CorrectSession, folder: Path) -> Path:
     """``folder/trace_with_edits.zip``: the trace with the edits in effect (``trace.io`` layout)."""
     target = folder / TRACE_ZIP_FILE
-    target.write_bytes(trace_to_zip_bytes(correct.corrected_trace(session)))
+    target.write_bytes(trace_to_zip_bytes(corrected_trace(session)))
     return target

@@ -21,7 +21,7 @@ from ...imaging.draw import FILL_ALPHA
 from ..html import render_status
 from ..view import StatusLine
 from .handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs
-from .session import TOOL_SELECT, TOOLS
+from .tools import TOOL_SELECT, TOOLS
 from .view import render_canvas
 
 CORRECT_TAB_ID = "correct"
@@ -76,80 +76,133 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
         session = gr.State(None, time_to_live=handlers.sessions.ttl_s, delete_callback=handlers.forget)
         status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status")
         with gr.Row(equal_height=False):
-            with gr.Column(scale=7, min_width=360):
-                gr.Radio([(label, key) for key, label in TOOLS.items()], value=TOOL_SELECT, show_label=False,
-                                elem_id="canvas-tool", container=False, interactive=True)  # read by the script
-                with gr.Row():
-                    gr.Slider(2, 120, value=DEFAULT_BRUSH_PX, step=2, label="Brush size (px of the photo)",
-                              elem_id="brush-size", min_width=160, interactive=True)  # read by the script
-                    opacity = gr.Slider(0.0, 1.0, value=FILL_ALPHA, step=0.05, label="Mask opacity",
-                                        elem_id="mask-opacity", min_width=160)
-                    outline = gr.Checkbox(False, label="Outlines only (O)", elem_id="outline-mode", min_width=120)
-                canvas = gr.HTML(render_canvas(None), elem_id="correct-canvas", js_on_load=CANVAS_JS)
-                gr.Markdown(SHORTCUTS, elem_id="correct-shortcuts")
-                with gr.Accordion("Compare with the agent's answer", open=False, elem_id="compare-accordion"):
-                    compare = gr.ImageSlider(label="Agent's answer | corrected answer", format="png",
-                                             interactive=False, elem_id="correct-compare")
-            with gr.Column(scale=4, min_width=320):
-                with gr.Row():
-                    undo = gr.Button("Undo (Z)", elem_id="undo-btn", interactive=False, size="sm")
-                    redo = gr.Button("Redo (Y)", elem_id="redo-btn", interactive=False, size="sm")
-                shown = gr.CheckboxGroup([], label="Masks in the corrected answer (uncheck to hide)",
-                                         elem_id="mask-toggles")
-                selected = gr.Dropdown([], label="Selected mask (clicks and brush act on it)", elem_id="selected-mask")
-                label = gr.Dropdown([], label="Label of the selected mask: pick one used before, or type a new one",
-                                    allow_custom_value=True, elem_id="mask-label")
-                with gr.Row():
-                    set_label = gr.Button("Set label", elem_id="label-btn", size="sm")
-                    delete = gr.Button("Delete the selected mask (Del)", variant="stop", elem_id="delete-btn",
-                                       size="sm")
-                table = gr.HTML(elem_id="correct-masks")
-                with gr.Accordion("Bring in a mask from any round", open=False, elem_id="bring-in"):
-                    with gr.Row():
-                        round_pick = gr.Dropdown([], label="Round", elem_id="bring-round", scale=2)
-                        number_pick = gr.Dropdown([], label="Mask number", elem_id="bring-number", scale=1)
-                    preview = gr.Image(label="That round's masks", format="png", interactive=False,
-                                       elem_id="bring-preview", height=240)
-                    bring = gr.Button("Bring in this mask", elem_id="bring-btn", size="sm")
-                with gr.Accordion("Export and import", open=True, elem_id="correct-export"):
-                    with gr.Row():
-                        coco = gr.Button("COCO JSON", elem_id="export-coco-btn", size="sm")
-                        pngs = gr.Button("PNG masks (.zip)", elem_id="export-png-btn", size="sm")
-                        bundle = gr.Button("Bundle (.zip)", elem_id="export-bundle-btn", size="sm")
-                        trace = gr.Button("Trace (.zip)", elem_id="export-trace-btn", size="sm")
-                    download = gr.File(label="Download", interactive=False, elem_id="correct-download",
-                                       height=FILE_HEIGHT)
-                    upload = gr.File(label="Import a bundle or trace .zip", file_types=[".zip"], type="filepath",
-                                     elem_id="correct-file", height=FILE_HEIGHT)
-
-    outputs = [session, status, canvas, compare, shown, selected, label, table, undo, redo, round_pick, number_pick,
-               preview, tabs]
+            canvas = _canvas_column()
+            controls = _controls_column()
+    outputs = [session, status, canvas.canvas, canvas.compare, controls.shown, controls.selected, controls.label,
+               controls.table, controls.undo, controls.redo, controls.round_pick, controls.number_pick,
+               controls.preview, tabs]
     if len(outputs) != len(CorrectOutputs._fields):  # a programming error, caught by the first test that builds the page
         raise RuntimeError("the Correct tab's outputs do not match CorrectOutputs")
+    _wire_correct_tab(handlers, session, status, canvas, controls, outputs)
+    return CorrectView(session, outputs)
+
+
+@dataclass(frozen=True)
+class _Canvas:
+    """The canvas column's components that events use (the tool picker and brush size are read by the script)."""
+
+    opacity: gr.Slider
+    outline: gr.Checkbox
+    canvas: gr.HTML
+    compare: gr.ImageSlider
+
+
+@dataclass(frozen=True)
+class _Controls:
+    """The side column: undo / redo, the mask list and label, bring-in, export and import."""
+
+    undo: gr.Button
+    redo: gr.Button
+    shown: gr.CheckboxGroup
+    selected: gr.Dropdown
+    label: gr.Dropdown
+    set_label: gr.Button
+    delete: gr.Button
+    table: gr.HTML
+    round_pick: gr.Dropdown
+    number_pick: gr.Dropdown
+    preview: gr.Image
+    bring: gr.Button
+    exports: tuple[gr.Button, gr.Button, gr.Button, gr.Button]  # COCO, PNG masks, bundle, trace
+    download: gr.File
+    upload: gr.File
+
+
+def _canvas_column() -> _Canvas:
+    """The tool picker, brush size and mask style, the canvas, its shortcuts and the comparison slider."""
+    with gr.Column(scale=7, min_width=360):
+        gr.Radio([(label, key) for key, label in TOOLS.items()], value=TOOL_SELECT, show_label=False,
+                 elem_id="canvas-tool", container=False, interactive=True)  # read by the script
+        with gr.Row():
+            gr.Slider(2, 120, value=DEFAULT_BRUSH_PX, step=2, label="Brush size (px of the photo)",
+                      elem_id="brush-size", min_width=160, interactive=True)  # read by the script
+            opacity = gr.Slider(0.0, 1.0, value=FILL_ALPHA, step=0.05, label="Mask opacity",
+                                elem_id="mask-opacity", min_width=160)
+            outline = gr.Checkbox(False, label="Outlines only (O)", elem_id="outline-mode", min_width=120)
+        canvas = gr.HTML(render_canvas(None), elem_id="correct-canvas", js_on_load=CANVAS_JS)
+        gr.Markdown(SHORTCUTS, elem_id="correct-shortcuts")
+        with gr.Accordion("Compare with the agent's answer", open=False, elem_id="compare-accordion"):
+            compare = gr.ImageSlider(label="Agent's answer | corrected answer", format="png",
+                                     interactive=False, elem_id="correct-compare")
+    return _Canvas(opacity, outline, canvas, compare)
+
+
+def _controls_column() -> _Controls:
+    """Undo / redo, the masks (shown, selected, label, delete, table), bring-in from any round, export and import."""
+    with gr.Column(scale=4, min_width=320):
+        with gr.Row():
+            undo = gr.Button("Undo (Z)", elem_id="undo-btn", interactive=False, size="sm")
+            redo = gr.Button("Redo (Y)", elem_id="redo-btn", interactive=False, size="sm")
+        shown = gr.CheckboxGroup([], label="Masks in the corrected answer (uncheck to hide)",
+                                 elem_id="mask-toggles")
+        selected = gr.Dropdown([], label="Selected mask (clicks and brush act on it)", elem_id="selected-mask")
+        label = gr.Dropdown([], label="Label of the selected mask: pick one used before, or type a new one",
+                            allow_custom_value=True, elem_id="mask-label")
+        with gr.Row():
+            set_label = gr.Button("Set label", elem_id="label-btn", size="sm")
+            delete = gr.Button("Delete the selected mask (Del)", variant="stop", elem_id="delete-btn",
+                               size="sm")
+        table = gr.HTML(elem_id="correct-masks")
+        with gr.Accordion("Bring in a mask from any round", open=False, elem_id="bring-in"):
+            with gr.Row():
+                round_pick = gr.Dropdown([], label="Round", elem_id="bring-round", scale=2)
+                number_pick = gr.Dropdown([], label="Mask number", elem_id="bring-number", scale=1)
+            preview = gr.Image(label="That round's masks", format="png", interactive=False,
+                               elem_id="bring-preview", height=240)
+            bring = gr.Button("Bring in this mask", elem_id="bring-btn", size="sm")
+        with gr.Accordion("Export and import", open=True, elem_id="correct-export"):
+            with gr.Row():
+                exports = (gr.Button("COCO JSON", elem_id="export-coco-btn", size="sm"),
+                           gr.Button("PNG masks (.zip)", elem_id="export-png-btn", size="sm"),
+                           gr.Button("Bundle (.zip)", elem_id="export-bundle-btn", size="sm"),
+                           gr.Button("Trace (.zip)", elem_id="export-trace-btn", size="sm"))
+            download = gr.File(label="Download", interactive=False, elem_id="correct-download",
+                               height=FILE_HEIGHT)
+            upload = gr.File(label="Import a bundle or trace .zip", file_types=[".zip"], type="filepath",
+                             elem_id="correct-file", height=FILE_HEIGHT)
+    return _Controls(undo, redo, shown, selected, label, set_label, delete, table, round_pick, number_pick, preview,
+                     bring, exports, download, upload)
+
+
+def _wire_correct_tab(handlers: CorrectHandlers, session: gr.State, status: gr.HTML, canvas: _Canvas,
+                      controls: _Controls, outputs: list[Any]) -> None:
+    """Every event of the tab: each reads the session and returns ``outputs`` (exports: the status and the file)."""
     # Every Correct-tab event reads and replaces the session's whole edit state: two in flight at once (a quick
     # select then delete) would each start from the same state and the later one would undo the other. One
     # shared queue runs them one at a time, in order; each takes milliseconds (a point click, one model call).
     serial = {"concurrency_id": "correct-edits", "concurrency_limit": 1}
     quiet = {"api_visibility": "private", "show_progress": "hidden", **serial}
-    canvas.select(handlers.canvas, inputs=[session], outputs=outputs, **quiet)
-    for control in (opacity, outline):
-        control.input(handlers.style, inputs=[session, opacity, outline], outputs=outputs, **quiet)
-    shown.input(handlers.set_shown, inputs=[session, shown], outputs=outputs, **quiet)
-    selected.input(handlers.select, inputs=[session, selected], outputs=outputs, **quiet)
-    set_label.click(handlers.relabel, inputs=[session, label], outputs=outputs, **quiet)
-    label.input(handlers.relabel, inputs=[session, label], outputs=outputs, **quiet)
-    delete.click(handlers.delete, inputs=[session], outputs=outputs, **quiet)
-    undo.click(handlers.undo, inputs=[session], outputs=outputs, **quiet)
-    redo.click(handlers.redo, inputs=[session], outputs=outputs, **quiet)
-    bring.click(handlers.bring_in, inputs=[session, round_pick, number_pick], outputs=outputs, **quiet)
-    round_pick.input(handlers.pick_round, inputs=[session, round_pick], outputs=[number_pick, preview], **quiet)
-    for button, export in ((coco, handlers.export_coco), (pngs, handlers.export_pngs),
-                           (bundle, handlers.export_bundle), (trace, handlers.export_trace)):
-        button.click(export, inputs=[session], outputs=[status, download], **quiet)
+    canvas.canvas.select(handlers.canvas, inputs=[session], outputs=outputs, **quiet)
+    for control in (canvas.opacity, canvas.outline):
+        control.input(handlers.style, inputs=[session, canvas.opacity, canvas.outline], outputs=outputs, **quiet)
+    controls.shown.input(handlers.set_shown, inputs=[session, controls.shown], outputs=outputs, **quiet)
+    controls.selected.input(handlers.select, inputs=[session, controls.selected], outputs=outputs, **quiet)
+    controls.set_label.click(handlers.relabel, inputs=[session, controls.label], outputs=outputs, **quiet)
+    controls.label.input(handlers.relabel, inputs=[session, controls.label], outputs=outputs, **quiet)
+    controls.delete.click(handlers.delete, inputs=[session], outputs=outputs, **quiet)
+    controls.undo.click(handlers.undo, inputs=[session], outputs=outputs, **quiet)
+    controls.redo.click(handlers.redo, inputs=[session], outputs=outputs, **quiet)
+    controls.bring.click(handlers.bring_in, inputs=[session, controls.round_pick, controls.number_pick],
+                         outputs=outputs, **quiet)
+    controls.round_pick.input(handlers.pick_round, inputs=[session, controls.round_pick],
+                              outputs=[controls.number_pick, controls.preview], **quiet)
+    exports = (handlers.export_coco, handlers.export_pngs, handlers.export_bundle, handlers.export_trace)
+    for button, export in zip(controls.exports, exports, strict=True):
+        button.click(export, inputs=[session], outputs=[status, controls.download], **quiet)
+
     # the upload box is emptied afterwards (read or refused), ready for the next file
     def upload_file(path: str | None, previous: str | None, request: gr.Request) -> tuple[Any, ...]:
         return (*handlers.upload(path, previous, request), None)
 
-    upload.upload(upload_file, inputs=[upload, session], outputs=[*outputs, upload], api_visibility="private",
-                  **serial)
-    return CorrectView(session, outputs)
+    controls.upload.upload(upload_file, inputs=[controls.upload, session], outputs=[*outputs, controls.upload],
+                           api_visibility="private", **serial)

@@ -1,6 +1,6 @@
 """What the "Correct" view shows of a ``CorrectSession``: mask rows, list choices, status text, overlays, HTML.
 
-No Gradio here. Overlays are drawn at the view size (``correct.ViewGeometry``) with one colour per mask index
+No Gradio here. Overlays are drawn at the view size (``geometry.ViewGeometry``) with one colour per mask index
 (``imaging.draw.mask_colors``), so a mask keeps its colour and number in both the agent's and the corrected overlay
 whatever is hidden or added. Their number is ``index + 1``, the number the list and the exports' ``origin``
 use. Mask colours are saturated hues; everything drawn for the person (point markers, the selection rim, the
@@ -24,7 +24,9 @@ from ...imaging.overlay import render_numbered_overlay
 from ...mask_set import Masks
 from ...types import Trace
 from ..html import image_data_url
-from .session import CorrectSession, ViewGeometry, pending_clicks, view_mask
+from .actions import pending_clicks
+from .geometry import ViewGeometry, view_mask
+from .session import CorrectSession
 
 NO_SELECTION = -1  # the "nothing selected" value of the selected-mask list
 WHITE, BLACK = (255, 255, 255), (0, 0, 0)  # achromatic: never one of the (saturated) mask colours

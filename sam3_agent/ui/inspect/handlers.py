@@ -18,7 +18,7 @@ from PIL import Image
 from ...errors import TraceFormatError
 from ...trace.safe_read import reading
 from ...types import Trace
-from ..correct.session import trace_from_upload
+from ..correct.trace_upload import trace_from_upload
 from ..html import ImageUrls, render_context, render_final_masks, render_round, render_status, render_timeline
 from ..run.runner import display_overlay
 from ..view import (

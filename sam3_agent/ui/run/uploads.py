@@ -8,7 +8,7 @@ opaque error ("upstream Gradio app has raised an exception") and the page waits 
 
 It is Gradio's own component with one step replaced on the instance (not a subclass: Gradio writes a ``.pyi`` file
 next to any module that defines a component class, and sends the page only its own constructor's settings).
-(The Correct tab's brush sends view points, not images: ``correct.brush`` bounds them.)
+(The Correct tab's brush sends view points, not images: ``ui.correct.actions.brush`` bounds them.)
 """
 
 from __future__ import annotations

@@ -1,0 +1,62 @@
+"""The "Inspect a trace" tab on the page: a trace or bundle .zip upload, its final masks, a timeline of its rounds
+with Previous / Next, the chosen round and the context it sent, wired to ``ui.inspect.handlers.InspectHandlers``.
+
+``build_inspect_tab`` returns what the page wires to the Correct tab ("Correct this trace").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from ..html import ImageUrls, render_context, render_status
+from ..round_clicks import ROUND_CLICKS
+from ..view import StatusLine
+from .handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandlers
+
+
+@dataclass(frozen=True)
+class InspectTab:
+    """The Inspect tab's components the page wires to other tabs."""
+
+    state: gr.State  # the trace being inspected
+    correct_button: gr.Button  # "Correct this trace"
+
+
+def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
+    """The tab's components and events (call inside the page's ``gr.Tabs``)."""
+    with gr.Tab("Inspect a trace", id="inspect", elem_id="tab-inspect"):
+        state = gr.State(None)
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=4, min_width=300):
+                trace_file = gr.File(label="Trace or bundle .zip (from a run's or the Correct tab's downloads)",
+                                     file_types=[".zip"], type="filepath", elem_id="trace-file")
+                message = gr.HTML(render_status(StatusLine("idle", INSPECT_EMPTY)), elem_id="inspect-status")
+                final_image = gr.Image(label="Final masks", format="png", interactive=False,
+                                       elem_id="inspect-final-overlay", height=300)
+                final_masks = gr.HTML(elem_id="inspect-final-masks")
+                correct_button = gr.Button("Correct this trace", elem_id="correct-inspect-btn")
+            with gr.Column(scale=6, min_width=360):
+                with gr.Group(visible=False, elem_id="round-nav") as navigation:
+                    timeline = gr.HTML(elem_id="timeline", js_on_load=ROUND_CLICKS)
+                    with gr.Row():
+                        previous = gr.Button("Previous round", elem_id="prev-round", size="sm")
+                        number = gr.Number(1, precision=0, label="Round", elem_id="round-number", min_width=80)
+                        following = gr.Button("Next round", elem_id="next-round", size="sm")
+                round_html = gr.HTML(elem_id="inspect-round")
+            with gr.Column(scale=3, min_width=260, elem_id="inspect-context-column"):
+                gr.Markdown("#### Context sent to the model")
+                context = gr.HTML(render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER),
+                                  elem_id="inspect-context")
+        shown = [round_html, context, timeline]
+        quiet = {"api_visibility": "private", "show_progress": "hidden"}
+        trace_file.change(
+            handlers.load_trace, inputs=[trace_file],
+            outputs=[state, message, number, navigation, final_image, final_masks], api_visibility="private",
+        ).then(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
+        number.change(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
+        previous.click(lambda s, n: handlers.step_round(s, n, -1), inputs=[state, number], outputs=number, **quiet)
+        following.click(lambda s, n: handlers.step_round(s, n, 1), inputs=[state, number], outputs=number, **quiet)
+        timeline.select(handlers.pick_round, outputs=number, **quiet)
+    return InspectTab(state, correct_button)

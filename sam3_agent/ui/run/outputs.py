@@ -1,0 +1,77 @@
+"""The Run panel's component values (``RunOutputs``) for each moment of a run, and the status texts they show.
+
+Built from the run's screen (``ui.view.RunView``) rendered by ``ui.html``; ``layout`` binds the components in
+``RunOutputs`` order.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NamedTuple
+
+import gradio as gr
+
+from ...types import Trace
+from ..html import ImageUrls, RunPage, render_context, render_final_masks, render_status
+from ..run_view import RunView
+from ..view import StatusLine, final_mask_rows, final_status_line
+from .runner import Answer
+
+logger = logging.getLogger(__name__)
+
+WITHDRAWN = "Stopped before it started: the run was still waiting in the queue."
+STOPPING = "Stopping: the model finishes its current step, then the trace so far is kept."
+REPLACING = "Stopping the current run: the new one starts as soon as it has ended."
+QUEUED = "Queued: waiting for the model (it serves one run at a time)."
+
+
+class RunOutputs(NamedTuple):
+    """Values of the run panel's components, in the order ``layout`` binds them."""
+
+    status: str
+    rounds: str
+    live: str
+    context: str
+    final_image: str | None
+    final_masks: str
+    downloads: list[str] | None
+    answer: Any  # the answer group: shown once the run has ended
+
+
+def unchanged() -> RunOutputs:
+    """Every component left as it is (a Run press that a later one superseded)."""
+    return RunOutputs(*([gr.skip()] * len(RunOutputs._fields)))
+
+
+def not_started(line: StatusLine) -> RunOutputs:
+    """The page of a run that did not start: only the status line says why; the rest is cleared."""
+    return RunOutputs(render_status(line), "", "", render_context(None, ImageUrls()), None, "", None,
+                      gr.update(visible=False))
+
+
+def run_outputs(view: RunView, page: RunPage, stopping: StatusLine | None = None,
+                answer: Answer | None = None) -> RunOutputs:
+    """The page for ``view``; ``stopping``: the status while a stopped run has not ended yet; ``answer``:
+    the finished run's files (``runner.write_answer``), shown at once."""
+    live = view.live.view() if view.live is not None else None
+    ended = view.trace is not None
+    line = stopping if stopping is not None and not ended else view.status_line()
+    return RunOutputs(
+        status=render_status(line),
+        rounds=page.rounds_html(view.rounds),
+        live=page.live_html(live),
+        context=page.context_html(view.context),
+        final_image=str(answer.overlay) if answer is not None and answer.overlay is not None else None,
+        final_masks=render_final_masks(final_mask_rows(view.final_masks)) if ended else "",
+        downloads=[str(answer.masks)] if answer is not None else None,
+        answer=gr.update(visible=ended),
+    )
+
+
+def save_failed_status(trace: Trace, error: OSError) -> str:
+    """The status line of a run whose download files could not be written (in view: no pop-up as well)."""
+    line = final_status_line(trace)
+    message = (f"{line.text} Its files could not be saved on the server ({error.strerror or 'write failed'}), "
+               "so there is nothing to download; try again later.")
+    logger.error("could not write a run's files: %s", error)
+    return render_status(StatusLine("error", message))
