@@ -1,6 +1,7 @@
-"""Every ``bash`` and ``python`` block of README.md runs as written, offline, on the tiny preset.
+"""Every ``bash`` and ``python`` block of README.md and of ``docs/`` runs as written, offline, on the tiny preset.
 
-The rule: fenced blocks whose info string is exactly ``bash`` or ``python`` are run in README order, all in one
+The rule: fenced blocks whose info string is exactly ``bash`` or ``python`` are run in order (README.md first, then
+the pages of ``docs/`` in ``DOC_PAGES`` order, which every page must be listed in), all in one
 scratch folder that links ``assets/`` and ``tests/`` (relative paths work as in a clone) with this checkout on PYTHONPATH (as after
 ``pip install -e .``); a later block may use what an earlier one wrote (``out/`` of the command-line run). A bash block
 runs command by command (a trailing ``\\`` continues a line; ``#`` starts a comment); a python block runs as one
@@ -24,6 +25,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+# docs/ pages in the order their blocks run: a later page may use what an earlier one wrote (out/ of the CLI run)
+DOC_PAGES = ("cli.md", "app.md", "serving.md", "replies.md", "gpu.md", "traces.md", "decoding.md", "correcting.md",
+             "datasets.md", "benchmark.md", "testing.md")
+DOCS = [README] + [ROOT / "docs" / name for name in DOC_PAGES]
 COMMAND_TIMEOUT_S = 600  # one command or script, on a busy 2-core machine
 APP_URL = "http://127.0.0.1:7860/"  # where the README's API example expects the app
 
@@ -94,7 +99,8 @@ def offline(code: str, app_url: str | None) -> str:
     return text.replace(APP_URL, app_url) if app_url else text
 
 
-README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
+DOC_BLOCKS = [(path.relative_to(ROOT).as_posix(), line, language, code)
+              for path in DOCS for line, language, code in blocks(path.read_text(encoding="utf-8"))]
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +118,7 @@ def scratch(tmp_path_factory):
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """A tiny-preset app for the API example, started only when the README has one."""
-    if not any(APP_URL in code for _, language, code in README_BLOCKS if language == "python"):
+    if not any(APP_URL in code for _, _, language, code in DOC_BLOCKS if language == "python"):
         yield None
         return
     sys.path.insert(0, str(ROOT / "tests" / "browser"))
@@ -130,21 +136,25 @@ def run(command: list[str], folder: Path, env: dict[str, str], what: str) -> Non
         f"in {Path(__file__).name} with the reason.\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-5000:]}")
 
 
-@pytest.mark.parametrize(("line", "language", "code"), README_BLOCKS,
-                         ids=[f"line{line}-{language}" for line, language, _ in README_BLOCKS])
-def test_the_readme_block_runs(scratch, app_url, line, language, code):
+def test_every_docs_page_is_listed():
+    assert sorted(p.name for p in (ROOT / "docs").glob("*.md")) == sorted(DOC_PAGES)
+
+
+@pytest.mark.parametrize(("page", "line", "language", "code"), DOC_BLOCKS,
+                         ids=[f"{page}:{line}-{language}" for page, line, language, _ in DOC_BLOCKS])
+def test_the_readme_block_runs(scratch, app_url, page, line, language, code):
     folder, env = scratch
     if language == "python":
-        script = folder / f"readme_line{line}.py"
+        script = folder / f"{Path(page).stem}_line{line}.py"
         script.write_text(offline(code, app_url), encoding="utf-8")
-        run([sys.executable, script.name], folder, env, f"the python block at README.md line {line}")
+        run([sys.executable, script.name], folder, env, f"the python block at {page} line {line}")
         return
     runnable = [c for c in commands(code) if skip_reason(c) is None]
     if not runnable:
         pytest.skip("; ".join(sorted({skip_reason(c) or "" for c in commands(code)})))
     for command in runnable:
         run(["bash", "-c", offline(command, app_url)], folder, env,
-            f"the command `{command}` at README.md line {line}")
+            f"the command `{command}` at {page} line {line}")
 
 
 def test_the_readme_examples_leave_the_files_they_promise(scratch):
@@ -152,7 +162,7 @@ def test_the_readme_examples_leave_the_files_they_promise(scratch):
     folder, _ = scratch
     promised = ["out/trace.json", "out/final_masks.json", "out/final_overlay.png", "masks.json", "bundle.zip",
                 "spoon.json", "spoon.zip", "spoon_masks"]
-    text = README.read_text(encoding="utf-8")
+    text = "\n".join(path.read_text(encoding="utf-8") for path in DOCS)
     missing = [name for name in promised if name.split("/")[-1] in text and not (folder / name).exists()]
     assert not missing, f"README examples did not write {missing}"
 
