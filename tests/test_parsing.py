@@ -344,8 +344,14 @@ def test_verdict_tag_holding_both_words_is_ambiguous():
     assert parse_verdict("<verdict>Accept or Reject</verdict>") == (None, "ambiguous_verdict")
 
 
-def test_disagreeing_verdict_tags_are_ambiguous():
-    assert parse_verdict("<verdict>Accept</verdict> no wait <verdict>Reject</verdict>") == (None, "ambiguous_verdict")
+def test_a_later_verdict_tag_overrides_an_earlier_one_in_both_orders():
+    assert parse_verdict("<verdict>Accept</verdict> no wait <verdict>Reject</verdict>") == ("reject", None)
+    assert parse_verdict("<verdict>Reject</verdict> no wait <verdict>Accept</verdict>") == ("accept", None)
+
+
+def test_two_tags_offered_as_alternatives_are_ambiguous():
+    text = "<think>t</think>I must end with <verdict>Accept</verdict> or <verdict>Reject</verdict>."
+    assert parse_verdict(text) == (None, "ambiguous_verdict")
 
 
 def test_agreeing_verdict_tags_give_that_verdict():
@@ -499,8 +505,19 @@ def test_cut_reply_without_any_think_tag_runs_nothing():
         ("Accept?", (None, "unclear_verdict")),
         ("Should I accept?", (None, "unclear_verdict")),
         ("Not reject", (None, "unclear_verdict")),
-        ("Accept, reject", (None, "ambiguous_verdict")),
-        ("Reject, not accept", (None, "ambiguous_verdict")),
+        ("Accept or Reject", (None, "ambiguous_verdict")),
+        ("accept/reject", (None, "ambiguous_verdict")),
+        ("Reject?", (None, "unclear_verdict")),
+        ("Probably reject", (None, "unclear_verdict")),
+        # an explicit rejection wins whatever else the tag mentions (issue 20)
+        ("Accept, reject", ("reject", None)),
+        ("Reject, not accept", ("reject", None)),
+        ("not accept: reject", ("reject", None)),
+        ("I reject this; I cannot accept it", ("reject", None)),
+        ("It is the plate, so I reject it", ("reject", None)),
+        ("Rejected - do not accept", ("reject", None)),
+        ("Accept: do not reject", ("accept", None)),
+        ("Accept, not accept", (None, "unclear_verdict")),
         ("unsure", (None, "missing_verdict")),
     ],
 )
@@ -515,6 +532,23 @@ def test_one_unclear_tag_makes_the_whole_answer_unclear():
 def test_verdict_without_closing_tag_is_its_first_line_only():
     assert parse_verdict("<think>ok</think><verdict>Accept\nThe mask covers the cup.") == ("accept", None)
     assert parse_verdict("<think>ok</think><verdict>\nDo not accept\nit is the plate") == (None, "unclear_verdict")
+
+
+def test_prose_after_a_tag_that_withdraws_it_wins_in_both_orders():
+    # the last explicit verdict wins: a bare verdict word as its own clause after the tag withdraws it (issue 20)
+    assert parse_verdict("<think>t</think><verdict>Accept</verdict> ... no wait: reject") == ("reject", None)
+    assert parse_verdict("<think>t</think><verdict>Reject</verdict> ... no wait: accept") == ("accept", None)
+    assert parse_verdict("<verdict>Accept</verdict>\nActually, **Reject**.") == ("reject", None)
+
+
+def test_prose_after_a_tag_without_a_bare_verdict_word_leaves_the_tag():
+    assert parse_verdict("<verdict>Reject</verdict> I would accept only the cup itself.") == ("reject", None)
+    assert parse_verdict("<verdict>Accept</verdict> Reasons to reject: none.") == ("accept", None)
+    assert parse_verdict("<verdict>Reject</verdict> Accept? No.") == ("reject", None)
+
+
+def test_prose_before_the_first_tag_never_counts():
+    assert parse_verdict("<think>t</think>Reject, I thought first. <verdict>Accept</verdict>") == ("accept", None)
 
 
 def test_verdict_drafted_inside_reasoning_cut_by_the_token_limit_is_not_read():

@@ -21,16 +21,15 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..messages import ToolCall
 from .call_json import TOOL_CLOSE, TOOL_OPEN, decode_text, first_opener, read_value
+from .reasoning import THINK_CLOSE, THINK_OPEN, reasoning_close
 from .tool_specs import TOOL_SPECS
+from .verdicts import VerdictWord, parse_verdict  # noqa: F401  (re-exported: verdicts are read in .verdicts)
 
 logger = logging.getLogger(__name__)
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
 
 _NAME_SEPARATORS = re.compile(r"[\s_\-]+")
 
@@ -112,7 +111,7 @@ def parse_response(text: str, finish_reason: str = "stop", starts_in_reasoning: 
 def _reasoning_and_body(text: str, truncated: bool, starts_in_reasoning: bool) -> tuple[str, str] | ParsedResponse:
     """The reasoning and the text searched for a call (see ``parse_response``'s rules), or the failure of a reply
     that ended inside its reasoning or was cut without closing it."""
-    close = text.find(THINK_CLOSE)
+    close = reasoning_close(text)
     if close >= 0:
         return _strip_think_open(text[:close]), text[close + len(THINK_CLOSE) :]
     if starts_in_reasoning or THINK_OPEN in text:
@@ -185,72 +184,6 @@ def format_response(thinking: str, call: ToolCall) -> str:
     """
     payload = json.dumps({"name": call.name, "parameters": call.parameters}, ensure_ascii=False)
     return f"{THINK_OPEN}{thinking}{THINK_CLOSE}\n<tool>{payload}</tool>"
-
-
-VerdictWord = Literal["accept", "reject"]
-
-_VERDICT_TAG = re.compile(r"<\s*verdict\s*>([^<]*)(<\s*/\s*verdict\s*>)?", re.IGNORECASE)
-_VERDICT_WORD = re.compile(r"accept|reject", re.IGNORECASE)
-# A verdict is exactly one word, optionally decorated: "Accept", "**REJECT**", "Accepted.", "`reject`".
-_CLEAR_VERDICT = re.compile(r"(accept|reject)(?:ed)?", re.IGNORECASE)
-_DECORATION = " \t\r\n*_`\"'\u201c\u201d\u2018\u2019"
-
-
-def parse_verdict(
-    text: str, finish_reason: str = "stop", starts_in_reasoning: bool = False
-) -> tuple[VerdictWord | None, str | None]:
-    """Read the verdict of a per-mask verification answer.
-
-    Grammar: the verdict is the content of a ``<verdict>`` tag (case-insensitive, whitespace
-    tolerated; without a closing tag, the first line after the opening one) that is exactly one of
-    the words ``accept``/``reject`` (or ``accepted``/``rejected``), optionally wrapped in markdown
-    emphasis, backticks or quotes and ending with ``.`` or ``!``. Anything else is not a verdict:
-    a negation ("do not accept", "not reject"), a hedge ("probably accept", "accept (partly)"),
-    a question ("Accept?") or both words. Every tag must be clear and all tags must agree.
-    Tags are read in the text after the first ``</think>`` when there is one.
-
-    A reply that ended inside its reasoning gives no verdict, even when it drafted one there: with
-    ``starts_in_reasoning`` (the template or the server opened the reasoning), or an unclosed
-    ``<think>``, and no ``</think>``; and any reply cut by the token limit without ``</think>``.
-
-    Returns:
-        ``(verdict, None)`` on success, else ``(None, reason)`` with reason ``"missing_verdict"`` (no
-        tag holds either word), ``"ambiguous_verdict"`` (both words, in one tag or in disagreeing
-        tags), ``"unclear_verdict"`` (a tag holds one word but is not exactly a verdict: negated,
-        hedged, asked), ``"truncated"`` (cut by the token limit inside the reasoning) or
-        ``"unclosed_think"`` (ended inside the reasoning).
-    """
-    close = text.find(THINK_CLOSE)
-    if close >= 0:
-        text = text[close + len(THINK_CLOSE) :]
-    elif starts_in_reasoning or THINK_OPEN in text or finish_reason == "length":
-        return None, "truncated" if finish_reason == "length" else "unclosed_think"
-    found: set[str] = set()
-    unclear = False
-    for tag in _VERDICT_TAG.finditer(text):
-        content = tag.group(1) if tag.group(2) else _first_line(tag.group(1))
-        words = {w.lower() for w in _VERDICT_WORD.findall(content)}
-        if len(words) > 1:
-            return None, "ambiguous_verdict"
-        if not words:
-            continue
-        found |= words
-        if _CLEAR_VERDICT.fullmatch(content.strip(_DECORATION).rstrip(".!").strip(_DECORATION)) is None:
-            unclear = True
-    if len(found) > 1:
-        return None, "ambiguous_verdict"
-    if not found:
-        return None, "missing_verdict"
-    if unclear:
-        return None, "unclear_verdict"
-    return ("accept" if found.pop() == "accept" else "reject"), None
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line
-    return ""
 
 
 # ---------------------------------------------------------------- helpers

@@ -31,8 +31,8 @@ from ..mask_set import Masks
 from ..messages import Generation, ImagePart, Message, TextPart
 from ..types import MaskVerdict
 from ..vlm.base import VLM, generate, generate_each, supports_batches
-from .parsing import parse_verdict
 from .prompts import Prompts, token_limit_text
+from .verdicts import parse_verdict
 
 logger = logging.getLogger(__name__)
 
