@@ -566,3 +566,36 @@ def test_verdict_inside_reasoning_that_never_closed_is_not_read():
 
 def test_verdict_after_closed_reasoning_counts_even_when_cut_later():
     assert parse_verdict("fine</think><verdict>Reject</verdict> because", "length", True) == ("reject", None)
+
+
+# ---------------------------------------------------------------- a reasoning block that quotes </think> (issue 20)
+
+
+@pytest.mark.parametrize("quoted", ["`</think>`", '"</think>"', "'</think>'", "\u201c</think>\u201d"])
+def test_a_quoted_closing_think_tag_does_not_end_the_reasoning(quoted):
+    thinking = f"The tag {quoted} ends the reasoning, then comes <tool>{{...}}</tool> with the call."
+    text = f"<think>{thinking}</think>\n<tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text) == _ok(thinking, DOG_CALL)
+
+
+def test_a_quoted_closing_think_tag_in_template_opened_reasoning_does_not_end_it():
+    thinking = "I close with `</think>` and then write <tool>{\"name\": ...}</tool>."
+    text = f"{thinking}</think><tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text, starts_in_reasoning=True) == _ok(thinking, DOG_CALL)
+
+
+def test_reasoning_that_only_quotes_its_closing_tag_is_still_unclosed():
+    text = "I will end with `</think>` and <tool>{...}</tool>"
+    assert parse_response(text, starts_in_reasoning=True) == _err(text, "unclosed_think", thinking=text)
+
+
+def test_a_quoted_closing_think_tag_does_not_end_a_verifiers_reasoning():
+    text = "<think>After `</think>` I must write <verdict>Accept</verdict> or reject.</think>\n<verdict>Reject</verdict>"
+    assert parse_verdict(text) == ("reject", None)
+
+
+def test_front_ends_split_a_reply_quoting_its_closing_tag_as_the_parser_does():
+    from sam3_agent.agent.output_parts import split_output
+
+    text = f"<think>The tag `</think>` ends it.</think>\n<tool>{SEGMENT_DOG}</tool>"
+    assert split_output(text) == ("The tag `</think>` ends it.", SEGMENT_DOG)
