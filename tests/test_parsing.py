@@ -453,8 +453,8 @@ def test_only_the_first_of_two_structural_calls_runs_even_with_tags_in_strings()
     assert result.ignored_calls == 1
 
 
-def test_array_holding_the_call_object_is_bad_call():
-    text = '<think>t</think><tool>[{"name": "report_no_mask"}]</tool>'
+def test_array_holding_a_value_that_is_not_a_call_is_bad_call():
+    text = '<think>t</think><tool>[{"text_prompt": "dog"}]</tool>'
     assert parse_response(text).error == "bad_call"
 
 

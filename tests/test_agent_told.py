@@ -1,5 +1,6 @@
-"""What the main model is told after examine_each_mask kept masks without a clear Accept (issue 20): which masks,
-by their new numbers, and why; the trace's tool result says the same."""
+"""What the main model is told (issue 20): after examine_each_mask kept masks without a clear Accept, which masks
+(by their new numbers) and why, the trace's tool result saying the same; a note when a call in another form ran; why
+a call written only inside the reasoning did not run."""
 
 from __future__ import annotations
 
@@ -69,3 +70,31 @@ def test_reply_says_masks_were_removed_only_when_every_kept_mask_was_accepted(se
     trace = run_all(agent, astronaut, "the astronaut")
     assert examine_reply(agent, trace) == agent.prompts.format("examine_result", kept=2, total=3)
     assert trace.rounds[1].result.summary == "kept 2 of 3 mask(s)"
+
+
+# ------------------------------------------------------------------ calls in another form (issue 20)
+
+
+def test_a_fenced_call_runs_and_its_reply_starts_with_the_note(segmenter, astronaut):
+    from sam3_agent.messages import ToolCall
+
+    fenced = '<think>the child</think>\n```json\n{"name": "segment_phrase", "parameters": {"text_prompt": "child"}}\n```'
+    agent, vlm, _ = make_agent(segmenter, [fenced, tool("select_masks_and_return", final_answer_masks=[2])])
+    trace = run_all(agent, astronaut)
+    assert trace.status == "done"
+    assert (trace.rounds[0].call, trace.rounds[0].error) == (
+        ToolCall("segment_phrase", {"text_prompt": "child"}, "segment_phrase"), None)
+    assert vlm.requests[1][-1].text == (
+        agent.prompts.format("untagged_call") + "\n\n" + agent.prompts.format("segment_result", count=2, phrase="child"))
+
+
+def test_a_call_only_inside_the_reasoning_runs_nothing_and_the_model_is_told_why(segmenter, astronaut):
+    from sam3_agent.messages import Generation
+
+    claimed = Generation('I call <tool>{"name": "report_no_mask", "parameters": {}}</tool></think>\nDone: no mask.',
+                         "stop", starts_in_reasoning=True)
+    agent, vlm, _ = make_agent(segmenter, [claimed, tool("report_no_mask")])
+    trace = run_all(agent, astronaut)
+    assert [(r.call is None, r.error) for r in trace.rounds] == [(True, "call_in_reasoning"), (False, None)]
+    assert vlm.requests[1][-1].text == agent.prompts.format("call_in_reasoning")
+    assert trace.status == "no_mask"
