@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from sam3_agent.agent.parsing import ParsedResponse, canonical_tool_name, parse_response, parse_verdict
+from sam3_agent.agent.parsing import ParsedResponse, canonical_tool_name, parse_response
+from sam3_agent.agent.verdicts import parse_verdict
 from sam3_agent.messages import ToolCall
 
 SEGMENT_DOG = '{"name": "segment_phrase", "parameters": {"text_prompt": "dog"}}'
@@ -344,8 +345,14 @@ def test_verdict_tag_holding_both_words_is_ambiguous():
     assert parse_verdict("<verdict>Accept or Reject</verdict>") == (None, "ambiguous_verdict")
 
 
-def test_disagreeing_verdict_tags_are_ambiguous():
-    assert parse_verdict("<verdict>Accept</verdict> no wait <verdict>Reject</verdict>") == (None, "ambiguous_verdict")
+def test_a_later_verdict_tag_overrides_an_earlier_one_in_both_orders():
+    assert parse_verdict("<verdict>Accept</verdict> no wait <verdict>Reject</verdict>") == ("reject", None)
+    assert parse_verdict("<verdict>Reject</verdict> no wait <verdict>Accept</verdict>") == ("accept", None)
+
+
+def test_two_tags_offered_as_alternatives_are_ambiguous():
+    text = "<think>t</think>I must end with <verdict>Accept</verdict> or <verdict>Reject</verdict>."
+    assert parse_verdict(text) == (None, "ambiguous_verdict")
 
 
 def test_agreeing_verdict_tags_give_that_verdict():
@@ -447,8 +454,8 @@ def test_only_the_first_of_two_structural_calls_runs_even_with_tags_in_strings()
     assert result.ignored_calls == 1
 
 
-def test_array_holding_the_call_object_is_bad_call():
-    text = '<think>t</think><tool>[{"name": "report_no_mask"}]</tool>'
+def test_array_holding_a_value_that_is_not_a_call_is_bad_call():
+    text = '<think>t</think><tool>[{"text_prompt": "dog"}]</tool>'
     assert parse_response(text).error == "bad_call"
 
 
@@ -499,8 +506,19 @@ def test_cut_reply_without_any_think_tag_runs_nothing():
         ("Accept?", (None, "unclear_verdict")),
         ("Should I accept?", (None, "unclear_verdict")),
         ("Not reject", (None, "unclear_verdict")),
-        ("Accept, reject", (None, "ambiguous_verdict")),
-        ("Reject, not accept", (None, "ambiguous_verdict")),
+        ("Accept or Reject", (None, "ambiguous_verdict")),
+        ("accept/reject", (None, "ambiguous_verdict")),
+        ("Reject?", (None, "unclear_verdict")),
+        ("Probably reject", (None, "unclear_verdict")),
+        # an explicit rejection wins whatever else the tag mentions (issue 20)
+        ("Accept, reject", ("reject", None)),
+        ("Reject, not accept", ("reject", None)),
+        ("not accept: reject", ("reject", None)),
+        ("I reject this; I cannot accept it", ("reject", None)),
+        ("It is the plate, so I reject it", ("reject", None)),
+        ("Rejected - do not accept", ("reject", None)),
+        ("Accept: do not reject", ("accept", None)),
+        ("Accept, not accept", (None, "unclear_verdict")),
         ("unsure", (None, "missing_verdict")),
     ],
 )
@@ -515,6 +533,23 @@ def test_one_unclear_tag_makes_the_whole_answer_unclear():
 def test_verdict_without_closing_tag_is_its_first_line_only():
     assert parse_verdict("<think>ok</think><verdict>Accept\nThe mask covers the cup.") == ("accept", None)
     assert parse_verdict("<think>ok</think><verdict>\nDo not accept\nit is the plate") == (None, "unclear_verdict")
+
+
+def test_prose_after_a_tag_that_withdraws_it_wins_in_both_orders():
+    # the last explicit verdict wins: a bare verdict word as its own clause after the tag withdraws it (issue 20)
+    assert parse_verdict("<think>t</think><verdict>Accept</verdict> ... no wait: reject") == ("reject", None)
+    assert parse_verdict("<think>t</think><verdict>Reject</verdict> ... no wait: accept") == ("accept", None)
+    assert parse_verdict("<verdict>Accept</verdict>\nActually, **Reject**.") == ("reject", None)
+
+
+def test_prose_after_a_tag_without_a_bare_verdict_word_leaves_the_tag():
+    assert parse_verdict("<verdict>Reject</verdict> I would accept only the cup itself.") == ("reject", None)
+    assert parse_verdict("<verdict>Accept</verdict> Reasons to reject: none.") == ("accept", None)
+    assert parse_verdict("<verdict>Reject</verdict> Accept? No.") == ("reject", None)
+
+
+def test_prose_before_the_first_tag_never_counts():
+    assert parse_verdict("<think>t</think>Reject, I thought first. <verdict>Accept</verdict>") == ("accept", None)
 
 
 def test_verdict_drafted_inside_reasoning_cut_by_the_token_limit_is_not_read():
@@ -532,3 +567,36 @@ def test_verdict_inside_reasoning_that_never_closed_is_not_read():
 
 def test_verdict_after_closed_reasoning_counts_even_when_cut_later():
     assert parse_verdict("fine</think><verdict>Reject</verdict> because", "length", True) == ("reject", None)
+
+
+# ---------------------------------------------------------------- a reasoning block that quotes </think> (issue 20)
+
+
+@pytest.mark.parametrize("quoted", ["`</think>`", '"</think>"', "'</think>'", "\u201c</think>\u201d"])
+def test_a_quoted_closing_think_tag_does_not_end_the_reasoning(quoted):
+    thinking = f"The tag {quoted} ends the reasoning, then comes <tool>{{...}}</tool> with the call."
+    text = f"<think>{thinking}</think>\n<tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text) == _ok(thinking, DOG_CALL)
+
+
+def test_a_quoted_closing_think_tag_in_template_opened_reasoning_does_not_end_it():
+    thinking = "I close with `</think>` and then write <tool>{\"name\": ...}</tool>."
+    text = f"{thinking}</think><tool>{SEGMENT_DOG}</tool>"
+    assert parse_response(text, starts_in_reasoning=True) == _ok(thinking, DOG_CALL)
+
+
+def test_reasoning_that_only_quotes_its_closing_tag_is_still_unclosed():
+    text = "I will end with `</think>` and <tool>{...}</tool>"
+    assert parse_response(text, starts_in_reasoning=True) == _err(text, "unclosed_think", thinking=text)
+
+
+def test_a_quoted_closing_think_tag_does_not_end_a_verifiers_reasoning():
+    text = "<think>After `</think>` I must write <verdict>Accept</verdict> or reject.</think>\n<verdict>Reject</verdict>"
+    assert parse_verdict(text) == ("reject", None)
+
+
+def test_front_ends_split_a_reply_quoting_its_closing_tag_as_the_parser_does():
+    from sam3_agent.agent.output_parts import split_output
+
+    text = f"<think>The tag `</think>` ends it.</think>\n<tool>{SEGMENT_DOG}</tool>"
+    assert split_output(text) == ("The tag `</think>` ends it.", SEGMENT_DOG)

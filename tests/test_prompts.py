@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sam3_agent.agent.parsing import parse_response, parse_verdict
+from sam3_agent.agent.parsing import parse_response
 from sam3_agent.agent.prompts import DEFAULT_PROMPTS_DIR, FEEDBACK_FIELDS, PromptError, Prompts, load_prompts
 from sam3_agent.agent.tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
+from sam3_agent.agent.verdicts import parse_verdict
 
 # The keys and fields the code relies on, written out here as the specification.
 EXPECTED_FIELDS: dict[str, set[str]] = {
@@ -28,6 +29,10 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "unknown_tool": {"name", "tools"},
     "name_corrected": {"raw", "name"},
     "ignored_calls": {"count"},
+    "untagged_call": set(),
+    "listed_call": set(),
+    "several_calls": {"count"},
+    "call_in_reasoning": set(),
     "missing_parameter": {"tool", "parameter", "schema"},
     "empty_parameter": {"tool", "parameter", "schema"},
     "extra_parameter": {"tool", "parameters", "schema"},
@@ -45,7 +50,9 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "phrase_cut": {"limit", "phrase", "read"},
     "segment_zero": {"phrase", "used"},
     "examine_result": {"kept", "total"},
+    "examine_result_unchecked": {"kept", "total"},
     "examine_unchecked": {"numbers"},
+    "examine_unclear": {"numbers"},
     "examine_all_rejected": {"total"},
     "verify_user": {"query"},
     "verify_candidate": {"mask_number"},

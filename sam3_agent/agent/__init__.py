@@ -8,7 +8,8 @@ replies, and the prompt texts.
 - ``context``: which messages of the conversation go into the next request (pure: derived from the rounds so far).
 - ``tools`` / ``agent.tool_specs``: the model's action space and each tool's checks and effects.
 - ``verify``: ``examine_each_mask``'s one isolated VLM call per mask.
-- ``parsing`` / ``agent.call_json``: ``<think>``, tool calls and verdicts read from the model's text.
+- ``parsing`` / ``agent.call_json`` / ``agent.bare_calls``: tool calls read from the model's text (tagged, or
+  written without their tag); ``reasoning``: where the reasoning ends; ``verdicts``: the per-mask verdict grammar.
 - ``prompts``: the system prompts and every feedback message, read from ``prompts/``.
 
 May import: the ground floor, ``imaging``, ``sam``, ``vlm`` (its protocol and image limits). Never ``trace``,

@@ -318,7 +318,7 @@ class AgentRun:
                         self.trace.messages.append(Message("assistant", (TextPart(parsed.stored_text),), parsed.call))
                         self._record_failed_round(flight, str(fault), assistant_index=len(self.trace.messages) - 1)
                 raise
-            outcome = self._with_notes(outcome, parsed.name_corrected, parsed.call, parsed.ignored_calls)
+            outcome = self._with_notes(outcome, parsed)
         return outcome, time.perf_counter() - tool_started
 
     def _end_cancelled(self, flight: RoundInFlight) -> Generator[Event, None, bool]:
@@ -351,14 +351,15 @@ class AgentRun:
             assistant_index=assistant_index, reply_index=reply_index, tool_seconds=tool_seconds,
         ))
 
-    def _with_notes(self, outcome: ToolOutcome, name_corrected: bool, call: Any, ignored: int) -> ToolOutcome:
-        """Prefix the reply with notes about a corrected tool name or ignored extra calls."""
-        prompts = self.agent.prompts
-        notes = []
-        if name_corrected:
+    def _with_notes(self, outcome: ToolOutcome, parsed: ParsedResponse) -> ToolOutcome:
+        """Prefix the reply with notes about the call's form (no tag, a list), a corrected tool name or ignored
+        extra calls."""
+        prompts, call = self.agent.prompts, parsed.call
+        notes = [prompts.format(key) for key in parsed.notes]
+        if parsed.name_corrected and call is not None:
             notes.append(prompts.format("name_corrected", raw=call.raw_name, name=call.name))
-        if ignored:
-            notes.append(prompts.format("ignored_calls", count=ignored))
+        if parsed.ignored_calls:
+            notes.append(prompts.format("ignored_calls", count=parsed.ignored_calls))
         reply = outcome.result.reply
         if not notes or reply is None:
             return outcome

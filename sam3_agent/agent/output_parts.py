@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from .parsing import THINK_CLOSE, THINK_OPEN, parse_response
+from .parsing import parse_response
+from .reasoning import THINK_CLOSE, THINK_OPEN, reasoning_close
 
 # Tool-call tags as models write them (ours and Qwen's native one), for display only: ``parsing`` reads calls.
 _TOOL_TAG = re.compile(r"<\s*/?\s*(?:tool_call|tool)\s*>", re.IGNORECASE)
@@ -24,7 +25,7 @@ def split_output(text: str, starts_in_reasoning: bool = False) -> tuple[str, str
     (``Generation.starts_in_reasoning``: the reasoning was opened outside the text) and no ``</think>`` yet, all of
     it is reasoning: a tool tag there is a draft, as the parser reads it.
     """
-    close = text.find(THINK_CLOSE)
+    close = reasoning_close(text)
     if close < 0 and starts_in_reasoning:
         return text.replace(THINK_OPEN, "").strip(), ""
     if close >= 0:

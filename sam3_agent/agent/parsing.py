@@ -9,8 +9,11 @@ missing closing braces, typographic quotes, full-width punctuation, Python-liter
 otherwise returns a feedback key naming the mistake. The keys are those of ``prompts/feedback.toml``;
 ``error_fields`` fills that text.
 
+A call written without its tag (bare JSON, fenced, inside ``<tools>``) or as a one-element list runs
+with a note when it is the reply's only call (``agent.bare_calls``).
+
 A reply that ended inside its reasoning runs nothing: neither a tool call nor a verdict drafted
-there counts (see ``parse_response`` and ``parse_verdict``).
+there counts (see ``parse_response`` and ``verdicts.parse_verdict``).
 
 Everything here is a pure function of the text: no model, no I/O.
 """
@@ -21,16 +24,15 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..messages import ToolCall
+from .bare_calls import bare_calls, is_call_shaped, reasoning_before
 from .call_json import TOOL_CLOSE, TOOL_OPEN, decode_text, first_opener, read_value
+from .reasoning import THINK_CLOSE, THINK_OPEN, reasoning_close
 from .tool_specs import TOOL_SPECS
 
 logger = logging.getLogger(__name__)
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
 
 _NAME_SEPARATORS = re.compile(r"[\s_\-]+")
 
@@ -51,10 +53,13 @@ class ParsedResponse:
             canonical name and ``"parameters"`` key; otherwise the raw text unchanged.
         error: feedback key of the mistake (``"empty_output"``, ``"no_tool_call"``,
             ``"unclosed_think"``, ``"truncated"``, ``"bad_json"``, ``"bad_call"``,
-            ``"unknown_tool"``), or ``None``.
+            ``"unknown_tool"``, ``"several_calls"``, ``"call_in_reasoning"``), or ``None``.
         error_fields: the ``str.format`` fields of that feedback text (e.g. ``{"detail": ...}``).
         ignored_calls: tool calls after the first one; they are neither run nor stored.
         name_corrected: True when the name as written was a spelling variant of a known tool.
+        notes: feedback keys (no fields) of notes for the reply to a call that ran although written in another
+            form: ``"untagged_call"`` (no ``<tool>`` tag: bare, fenced, in ``<tools>``, only the closing tag),
+            ``"listed_call"`` (a one-element list).
     """
 
     thinking: str
@@ -64,6 +69,7 @@ class ParsedResponse:
     error_fields: dict[str, str] = field(default_factory=dict)
     ignored_calls: int = 0
     name_corrected: bool = False
+    notes: tuple[str, ...] = ()
 
 
 def canonical_tool_name(raw: str) -> str | None:
@@ -97,7 +103,14 @@ def parse_response(text: str, finish_reason: str = "stop", starts_in_reasoning: 
     any ``</think>`` is ``"truncated"`` too, since a call in it may be a draft written while
     reasoning. Without think tags (and not cut), the text before the first tool tag counts as
     reasoning. The call's object is found by its bracket structure (``agent.call_json``), so a closing
-    tag inside a string value does not end it.
+    tag inside a string value does not end it. The reasoning ends at its first ``</think>`` that is not quoted
+    (``agent.reasoning``).
+
+    Without any tool tag after the reasoning, a lone call written otherwise (bare JSON, a ```json fence,
+    ``<tools>``, only the closing tag; ``agent.bare_calls``) runs with the note ``"untagged_call"``, and a
+    one-element list of a call, tagged or not, with ``"listed_call"``; two or more such calls are
+    ``"several_calls"``. When nothing follows the reasoning but it holds a call, the reply is
+    ``"call_in_reasoning"`` (that call does not run).
     """
     truncated = finish_reason == "length"
     if not text.strip():
@@ -105,16 +118,18 @@ def parse_response(text: str, finish_reason: str = "stop", starts_in_reasoning: 
     split = _reasoning_and_body(text, truncated, starts_in_reasoning)
     if isinstance(split, ParsedResponse):
         return split
-    thinking, body = split
-    return _call_in_body(text, thinking, body, truncated)
+    thinking, body, tagged = split
+    return _call_in_body(text, thinking, body, truncated, tagged)
 
 
-def _reasoning_and_body(text: str, truncated: bool, starts_in_reasoning: bool) -> tuple[str, str] | ParsedResponse:
-    """The reasoning and the text searched for a call (see ``parse_response``'s rules), or the failure of a reply
-    that ended inside its reasoning or was cut without closing it."""
-    close = text.find(THINK_CLOSE)
+def _reasoning_and_body(
+    text: str, truncated: bool, starts_in_reasoning: bool
+) -> tuple[str, str, bool] | ParsedResponse:
+    """The reasoning, the text searched for a call (see ``parse_response``'s rules) and whether think tags delimited
+    the reasoning; or the failure of a reply that ended inside its reasoning or was cut without closing it."""
+    close = reasoning_close(text)
     if close >= 0:
-        return _strip_think_open(text[:close]), text[close + len(THINK_CLOSE) :]
+        return _strip_think_open(text[:close]), text[close + len(THINK_CLOSE) :], True
     if starts_in_reasoning or THINK_OPEN in text:
         thinking = text.split(THINK_OPEN, 1)[1].strip() if THINK_OPEN in text else text.strip()
         return _failure(text, thinking, "truncated" if truncated else "unclosed_think")
@@ -122,21 +137,50 @@ def _reasoning_and_body(text: str, truncated: bool, starts_in_reasoning: bool) -
     thinking = text[: first_tag.start()].strip() if first_tag else text.strip()
     if truncated:
         return _failure(text, thinking, "truncated")
-    return thinking, text[first_tag.start() :] if first_tag else ""
+    return thinking, text[first_tag.start() :] if first_tag else text, False
 
 
-def _call_in_body(text: str, thinking: str, body: str, truncated: bool) -> ParsedResponse:
-    """The reply's first call, read from ``body`` (the text after the reasoning), or the mistake that hides it."""
+def _call_in_body(text: str, thinking: str, body: str, truncated: bool, tagged: bool) -> ParsedResponse:
+    """The reply's first call, read from ``body`` (the text after the reasoning), or the mistake that hides it.
+
+    ``tagged``: think tags delimited the reasoning (else ``thinking`` is all the text, until a call is found in it)."""
     opening = TOOL_OPEN.search(body)
     if opening is None:
-        return _failure(text, thinking, "truncated" if truncated else "no_tool_call")
+        return _bare_call(text, thinking, body, truncated, tagged)
     decoded, end, detail = _read_call(body, opening.end())
     ignored = len(TOOL_OPEN.findall(body, end))
     if detail is not None:
         if truncated:
             return _failure(text, thinking, "truncated", ignored=ignored)
         return _failure(text, thinking, "bad_json", {"detail": detail}, ignored)
+    return _finished_call(text, thinking, decoded, ignored, ())
 
+
+def _bare_call(text: str, thinking: str, body: str, truncated: bool, tagged: bool) -> ParsedResponse:
+    """The call of a body without a tool tag: its one bare call (``agent.bare_calls``), run with a note; or the
+    mistake: ``"several_calls"`` (two or more), ``"call_in_reasoning"`` (the only call was drafted inside closed
+    reasoning), ``"truncated"`` or ``"no_tool_call"``."""
+    found = bare_calls(body)
+    if not found:
+        if truncated:
+            return _failure(text, thinking, "truncated")
+        if tagged and (TOOL_OPEN.search(thinking) or bare_calls(thinking)):
+            return _failure(text, thinking, "call_in_reasoning")
+        return _failure(text, thinking, "no_tool_call")
+    count = sum(value.calls for value in found)
+    if not tagged:
+        thinking = reasoning_before(body, found[0].start)
+    if count > 1:
+        return _failure(text, thinking, "several_calls", {"count": str(count)})
+    return _finished_call(text, thinking, found[0].value, 0, ("untagged_call",))
+
+
+def _finished_call(text: str, thinking: str, decoded: Any, ignored: int, notes: tuple[str, ...]) -> ParsedResponse:
+    """The parsed response of one decoded call value (a one-element list is unwrapped, with a note)."""
+    if isinstance(decoded, list) and is_call_shaped(decoded):
+        if len(decoded) > 1:
+            return _failure(text, thinking, "several_calls", {"count": str(len(decoded))}, ignored)
+        decoded, notes = decoded[0], (*notes, "listed_call")
     call_or_error = _build_call(decoded)
     if isinstance(call_or_error, tuple):
         key, fields = call_or_error
@@ -155,6 +199,7 @@ def _call_in_body(text: str, thinking: str, body: str, truncated: bool) -> Parse
         stored_text=format_response(thinking, call),
         ignored_calls=ignored,
         name_corrected=canonical != call.raw_name,
+        notes=notes,
     )
 
 
@@ -185,72 +230,6 @@ def format_response(thinking: str, call: ToolCall) -> str:
     """
     payload = json.dumps({"name": call.name, "parameters": call.parameters}, ensure_ascii=False)
     return f"{THINK_OPEN}{thinking}{THINK_CLOSE}\n<tool>{payload}</tool>"
-
-
-VerdictWord = Literal["accept", "reject"]
-
-_VERDICT_TAG = re.compile(r"<\s*verdict\s*>([^<]*)(<\s*/\s*verdict\s*>)?", re.IGNORECASE)
-_VERDICT_WORD = re.compile(r"accept|reject", re.IGNORECASE)
-# A verdict is exactly one word, optionally decorated: "Accept", "**REJECT**", "Accepted.", "`reject`".
-_CLEAR_VERDICT = re.compile(r"(accept|reject)(?:ed)?", re.IGNORECASE)
-_DECORATION = " \t\r\n*_`\"'\u201c\u201d\u2018\u2019"
-
-
-def parse_verdict(
-    text: str, finish_reason: str = "stop", starts_in_reasoning: bool = False
-) -> tuple[VerdictWord | None, str | None]:
-    """Read the verdict of a per-mask verification answer.
-
-    Grammar: the verdict is the content of a ``<verdict>`` tag (case-insensitive, whitespace
-    tolerated; without a closing tag, the first line after the opening one) that is exactly one of
-    the words ``accept``/``reject`` (or ``accepted``/``rejected``), optionally wrapped in markdown
-    emphasis, backticks or quotes and ending with ``.`` or ``!``. Anything else is not a verdict:
-    a negation ("do not accept", "not reject"), a hedge ("probably accept", "accept (partly)"),
-    a question ("Accept?") or both words. Every tag must be clear and all tags must agree.
-    Tags are read in the text after the first ``</think>`` when there is one.
-
-    A reply that ended inside its reasoning gives no verdict, even when it drafted one there: with
-    ``starts_in_reasoning`` (the template or the server opened the reasoning), or an unclosed
-    ``<think>``, and no ``</think>``; and any reply cut by the token limit without ``</think>``.
-
-    Returns:
-        ``(verdict, None)`` on success, else ``(None, reason)`` with reason ``"missing_verdict"`` (no
-        tag holds either word), ``"ambiguous_verdict"`` (both words, in one tag or in disagreeing
-        tags), ``"unclear_verdict"`` (a tag holds one word but is not exactly a verdict: negated,
-        hedged, asked), ``"truncated"`` (cut by the token limit inside the reasoning) or
-        ``"unclosed_think"`` (ended inside the reasoning).
-    """
-    close = text.find(THINK_CLOSE)
-    if close >= 0:
-        text = text[close + len(THINK_CLOSE) :]
-    elif starts_in_reasoning or THINK_OPEN in text or finish_reason == "length":
-        return None, "truncated" if finish_reason == "length" else "unclosed_think"
-    found: set[str] = set()
-    unclear = False
-    for tag in _VERDICT_TAG.finditer(text):
-        content = tag.group(1) if tag.group(2) else _first_line(tag.group(1))
-        words = {w.lower() for w in _VERDICT_WORD.findall(content)}
-        if len(words) > 1:
-            return None, "ambiguous_verdict"
-        if not words:
-            continue
-        found |= words
-        if _CLEAR_VERDICT.fullmatch(content.strip(_DECORATION).rstrip(".!").strip(_DECORATION)) is None:
-            unclear = True
-    if len(found) > 1:
-        return None, "ambiguous_verdict"
-    if not found:
-        return None, "missing_verdict"
-    if unclear:
-        return None, "unclear_verdict"
-    return ("accept" if found.pop() == "accept" else "reject"), None
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line
-    return ""
 
 
 # ---------------------------------------------------------------- helpers

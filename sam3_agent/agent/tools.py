@@ -22,7 +22,7 @@ from ..imaging.views import MaskView, view_part
 from ..mask_set import Masks
 from ..messages import Message, TextPart, ToolCall
 from ..sam.segmenter import Segmenter
-from ..types import ToolResult
+from ..types import MaskVerdict, ToolResult
 from ..vlm.base import VLM
 from .config import AgentConfig
 from .context import tried_phrases
@@ -271,15 +271,32 @@ class Tools:
         if not kept:
             text = self.prompts.format("examine_all_rejected", total=len(masks))
             reply = Message("user", (TextPart(text),))
+            summary = f"kept 0 of {len(masks)} mask(s)"
         else:
             overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors))
-            text = self.prompts.format("examine_result", kept=len(kept), total=len(masks))
-            unchecked = [str(new) for new, v in enumerate(accepted, start=1) if v.source == "error"]
-            if unchecked:
-                text += "\n" + self.prompts.format("examine_unchecked", numbers=", ".join(unchecked))
+            text, summary = self._examine_text(accepted, len(masks))
             reply = Message("user", (TextPart(text), overlay))
-        summary = f"kept {len(kept)} of {len(masks)} mask(s)"
         return ToolOutcome(ToolResult(reply, survivors, verdicts=tuple(verdicts), summary=summary))
 
+    def _examine_text(self, accepted: Sequence[MaskVerdict], total: int) -> tuple[str, str]:
+        """The reply text and the summary of an examine round that kept ``accepted`` (in their new order).
+
+        A mask kept without a clear Accept (its check failed: ``source="error"``; no clear verdict even after the
+        retry: ``"fallback"``) is named, by its new number, with why, in both."""
+        unchecked = {
+            source: [str(new) for new, v in enumerate(accepted, start=1) if v.source == source]
+            for source in ("error", "fallback")
+        }
+        summary = f"kept {len(accepted)} of {total} mask(s)"
+        if not unchecked["error"] and not unchecked["fallback"]:
+            return self.prompts.format("examine_result", kept=len(accepted), total=total), summary
+        lines = [self.prompts.format("examine_result_unchecked", kept=len(accepted), total=total)]
+        why = []
+        for source, key, reason in (("error", "examine_unchecked", "check failed"),
+                                    ("fallback", "examine_unclear", "no clear verdict")):
+            if unchecked[source]:
+                lines.append(self.prompts.format(key, numbers=", ".join(unchecked[source])))
+                why.append(f"{', '.join(unchecked[source])} ({reason})")
+        return "\n".join(lines), summary + "; kept unchecked (new numbers): " + "; ".join(why)
 
 __all__ = ["CallError", "RunCancelled", "ToolOutcome", "ToolState", "Tools", "check_mask_numbers", "check_parameters"]

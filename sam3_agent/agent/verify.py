@@ -31,8 +31,8 @@ from ..mask_set import Masks
 from ..messages import Generation, ImagePart, Message, TextPart
 from ..types import MaskVerdict
 from ..vlm.base import VLM, generate, generate_each, supports_batches
-from .parsing import parse_verdict
 from .prompts import Prompts, token_limit_text
+from .verdicts import parse_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def _checked(generation: Generation) -> Generation:
 
 
 def read_verdict(generation: Generation) -> tuple[str | None, str | None]:
-    """``parsing.parse_verdict`` of a verification call's generation (its finish reason and reasoning flag included)."""
+    """``verdicts.parse_verdict`` of a verification call's generation (its finish reason and reasoning flag included)."""
     return parse_verdict(generation.text, generation.finish_reason, generation.starts_in_reasoning)
 
 
@@ -109,7 +109,7 @@ def verify_masks(
     """Verify every mask in order; yields a ``MaskVerdictReady`` per mask and returns all verdicts.
 
     A response without a usable verdict (missing, both words, negated, hedged or asked, or cut off
-    inside its reasoning; see ``parsing.parse_verdict``) gets one correction in the same isolated
+    inside its reasoning; see ``verdicts.parse_verdict``) gets one correction in the same isolated
     conversation; if the second response is unusable too, the mask is kept (a rejection would lose
     it for good, while the main model still decides what to select) and the verdict is marked
     ``source="fallback"``. A backend fault while verifying one mask gives that mask a verdict with

@@ -1,0 +1,163 @@
+"""Reading the verdict of a per-mask verification answer (``<verdict>Accept</verdict>`` / ``Reject``).
+
+The rules, in the order they apply (README "How model replies are read" says the same in short):
+
+- Only the text after the reasoning counts (``agent.reasoning``); a reply that ended inside its reasoning gives none.
+- Each ``<verdict>`` tag is one statement (without a closing tag: its first line). A tag is cut into clauses at
+  punctuation (``. , ; : ! ?``), dashes and the words *but, so, therefore, hence, thus, because*.
+- In a tag, an explicit rejection wins whatever else it mentions: a clause holding *reject* that is neither negated
+  (*not, no, never, cannot, n't, ...* before it) nor hedged (*probably, maybe, if, ...*) nor a question. So
+  "not accept: reject" and "I reject this; I cannot accept it" are rejections.
+- Otherwise a tag accepts only when a clause is exactly the word *accept* (or *accepted*; bold, quotes, backticks
+  allowed) and no clause negates, hedges or asks; both words in one clause ("Accept or Reject") are ambiguous;
+  anything else holding a verdict word ("Do not accept", "Probably accept", "Accept?") is unclear.
+- The last explicit verdict wins: a later tag overrides an earlier one, and so does prose after a tag that withdraws
+  it with a bare verdict word as its own clause ("<verdict>Accept</verdict> ... no wait: reject" is a rejection, and
+  the same with the words swapped an acceptance). Prose never counts otherwise, and prose before the first tag never.
+- Two tags joined only by "or" ("<verdict>Accept</verdict> or <verdict>Reject</verdict>", an echo of the
+  instruction) are ambiguous.
+
+Hand-written: no library reads English negation; these few regular expressions are the whole grammar.
+Everything here is a pure function of the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from .reasoning import THINK_OPEN, split_reasoning
+
+VerdictWord = Literal["accept", "reject"]
+Reading = Literal["accept", "reject", "unclear", "ambiguous"]
+
+_TAG = re.compile(r"<\s*verdict\s*>([^<]*)(<\s*/\s*verdict\s*>)?", re.IGNORECASE)
+_WORD = re.compile(r"(\w*?)(accept|reject)(\w*)", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(
+    r"([.,;:!?\n]|\s[-\u2013\u2014]+\s|\b(?:but|so|therefore|hence|thus|because)\b)", re.IGNORECASE
+)
+_NEGATION = re.compile(r"\b(?:not|no|never|cannot|neither|nor|without)\b|n['\u2019]t\b", re.IGNORECASE)
+_HEDGE = re.compile(
+    r"\b(?:probably|maybe|perhaps|possibly|likely|might|could|if|unless|partly|partially|somewhat|tentatively"
+    r"|lean|leaning)\b",
+    re.IGNORECASE,
+)
+_EXACT_ACCEPT = re.compile(r"accept(?:ed)?", re.IGNORECASE)
+_EXACT_WORD = re.compile(r"(accept|reject)(?:ed)?", re.IGNORECASE)
+_REJECT_FORMS = {"", "ed", "s", "ing"}
+_DECORATION = " \t\r\n*_`\"'\u201c\u201d\u2018\u2019"
+_ALTERNATIVE = re.compile(r"\s*(?:or|/|\|)\s*", re.IGNORECASE)
+
+
+def parse_verdict(
+    text: str, finish_reason: str = "stop", starts_in_reasoning: bool = False
+) -> tuple[VerdictWord | None, str | None]:
+    """Read the verdict of a per-mask verification answer (rules in the module docstring).
+
+    A reply that ended inside its reasoning gives no verdict, even when it drafted one there: with
+    ``starts_in_reasoning`` (the template or the server opened the reasoning), or an unclosed ``<think>``, and no
+    ``</think>``; and any reply cut by the token limit without ``</think>``.
+
+    Returns:
+        ``(verdict, None)`` on success, else ``(None, reason)`` with reason ``"missing_verdict"`` (no tag holds either
+        word), ``"ambiguous_verdict"`` (both words in one clause, or two tags offered as alternatives),
+        ``"unclear_verdict"`` (the deciding tag holds a verdict word but negated, hedged or asked), ``"truncated"``
+        (cut by the token limit inside the reasoning) or ``"unclosed_think"`` (ended inside the reasoning).
+    """
+    split = split_reasoning(text)
+    if split is not None:
+        text = split[1]
+    elif starts_in_reasoning or THINK_OPEN in text or finish_reason == "length":
+        return None, "truncated" if finish_reason == "length" else "unclosed_think"
+    reading = _last_reading(text)
+    if reading is None:
+        return None, "missing_verdict"
+    if reading in ("accept", "reject"):
+        return reading, None
+    return None, f"{reading}_verdict"
+
+
+def _last_reading(text: str) -> Reading | None:
+    """The reading of the last statement that holds one (tags, and bare verdict words in the prose after them)."""
+    last: Reading | None = None
+    previous_end: int | None = None
+    previous: Reading | None = None
+    for tag in _TAG.finditer(text):
+        closed = tag.group(2) is not None
+        content = tag.group(1) if closed else _first_line(tag.group(1))
+        end = tag.end() if closed else tag.start(1) + _first_line_end(tag.group(1))
+        if previous_end is not None:
+            gap = text[previous_end : tag.start()]
+            last = _prose_reading(gap) or last
+            if previous is not None and _ALTERNATIVE.fullmatch(gap) and _tag_reading(content) not in (None, previous):
+                return "ambiguous"
+        reading = _tag_reading(content)
+        last = reading or last
+        previous, previous_end = reading, end
+    if previous_end is not None:
+        last = _prose_reading(text[previous_end:]) or last
+    return last
+
+
+def _clauses(content: str) -> list[tuple[str, str]]:
+    """``(clause, the break after it)`` pairs of a statement."""
+    parts = _CLAUSE_BREAK.split(content)
+    pairs = [(parts[i], parts[i + 1] if i + 1 < len(parts) else "") for i in range(0, len(parts), 2)]
+    return [(clause, end) for clause, end in pairs if clause.strip(_DECORATION)]
+
+
+def _tag_reading(content: str) -> Reading | None:
+    """What one ``<verdict>`` tag says, or ``None`` when it holds neither word."""
+    explicit_accept = doubtful = both = mentioned = False
+    for clause, end in _clauses(content):
+        words = list(_WORD.finditer(clause))
+        if not words:
+            continue
+        mentioned = True
+        if len({w.group(2).lower() for w in words}) > 1:
+            both = True
+            continue
+        word = words[0]
+        negated = word.group(1).lower() in ("un", "non") or _NEGATION.search(clause, 0, word.start()) is not None
+        hedged = end == "?" or _HEDGE.search(clause) is not None
+        if word.group(2).lower() == "reject":
+            if not negated and not hedged and word.group(3).lower() in _REJECT_FORMS:
+                return "reject"
+            if not negated:  # a hedged or asked rejection; a negated one is consistent with accepting
+                doubtful = True
+        elif _EXACT_ACCEPT.fullmatch(clause.strip(_DECORATION)) and end != "?":
+            explicit_accept = True
+        else:
+            doubtful = True
+    if both:
+        return "ambiguous"
+    if explicit_accept and not doubtful:
+        return "accept"
+    return "unclear" if mentioned else None
+
+
+def _prose_reading(prose: str) -> VerdictWord | None:
+    """The last bare verdict word standing as its own clause in prose ("no wait: reject"), or ``None``."""
+    found: VerdictWord | None = None
+    for clause, end in _clauses(prose):
+        exact = _EXACT_WORD.fullmatch(clause.strip(_DECORATION))
+        if exact is not None and end != "?":
+            found = "accept" if exact.group(1).lower() == "accept" else "reject"
+    return found
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line
+    return ""
+
+
+def _first_line_end(text: str) -> int:
+    """Index in ``text`` just after its first non-empty line."""
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        offset += len(line)
+        if line.strip():
+            return offset
+    return offset
