@@ -192,7 +192,11 @@ def test_select_or_examine_before_any_masks(segmenter, astronaut, name):
         (2, "mask_numbers_not_list"),
         ("1, 2", "mask_numbers_not_list"),
         ([], "empty_selection"),
-        (list(range(1, 102)), "too_many_masks"),
+        (["3-1"], "mask_number_not_integer"),
+        (["1-"], "mask_number_not_integer"),
+        (["1-4"], "mask_number_out_of_range"),
+        (["0-2"], "mask_number_out_of_range"),
+        ([2, "1-3"], "mask_number_repeated"),
     ],
 )
 def test_bad_mask_numbers_are_explained_and_the_run_goes_on(segmenter, astronaut, numbers, error):

@@ -12,7 +12,7 @@ import pytest
 
 from sam3_agent.agent.parsing import parse_response
 from sam3_agent.agent.prompts import DEFAULT_PROMPTS_DIR, FEEDBACK_FIELDS, PromptError, Prompts, load_prompts
-from sam3_agent.agent.tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
+from sam3_agent.agent.tool_specs import TOOL_SPECS
 from sam3_agent.agent.verdicts import parse_verdict
 
 # The keys and fields the code relies on, written out here as the specification.
@@ -44,7 +44,6 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "mask_number_out_of_range": {"value", "count"},
     "mask_number_repeated": {"value"},
     "empty_selection": set(),
-    "too_many_masks": {"count", "limit"},
     "phrase_already_used": {"phrase", "used"},
     "segment_result": {"count", "phrase"},
     "phrase_cut": {"limit", "phrase", "read"},
@@ -115,8 +114,9 @@ def test_feedback_uses_no_snake_case_word_outside_the_registry(prompts):
     assert words - TOOL_NAMES - PARAMETER_NAMES == set()
 
 
-def test_main_prompt_states_the_selection_limit(prompts):
-    assert f"at most {MAX_SELECTED_MASKS} masks" in prompts.main_system
+def test_main_prompt_shows_how_to_select_many_masks_with_a_range(prompts):
+    assert '["1-150"] selects all of 150 masks' in prompts.main_system
+    assert "at most 100" not in prompts.main_system  # no cap below SAM 3's 200 masks per phrase
 
 
 # ---------------------------------------------------------------- verification prompt

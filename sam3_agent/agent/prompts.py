@@ -62,7 +62,6 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "mask_number_out_of_range": ("value", "count"),
         "mask_number_repeated": ("value",),
         "empty_selection": (),
-        "too_many_masks": ("count", "limit"),
         "phrase_already_used": ("phrase", "used"),
         "segment_result": ("count", "phrase"),
         "phrase_cut": ("limit", "phrase", "read"),

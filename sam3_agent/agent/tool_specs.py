@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_SELECTED_MASKS = 100  # a selection larger than this is refused: no query needs it
-
 
 @dataclass(frozen=True)
 class ParameterSpec:
@@ -54,7 +52,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         ToolSpec("examine_each_mask", (), ends_run=False, replaces_masks=True),
         ToolSpec(
             "select_masks_and_return",
-            (ParameterSpec("final_answer_masks", "array<integer>", "1-based numbers of masks currently shown"),),
+            (ParameterSpec("final_answer_masks", "array<integer>", "1-based numbers of masks currently shown, or ranges \"A-B\""),),
             ends_run=True,
         ),
         ToolSpec("report_no_mask", (), ends_run=True),

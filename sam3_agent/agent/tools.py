@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ..vlm.base import VLM
 from .config import AgentConfig
 from .context import tried_phrases
 from .prompts import Prompts
-from .tool_specs import MAX_SELECTED_MASKS, TOOL_SPECS
+from .tool_specs import TOOL_SPECS
 from .verify import RunCancelled, verify_masks
 
 logger = logging.getLogger(__name__)
@@ -119,33 +120,55 @@ def check_parameters(call: ToolCall) -> None:
                 raise CallError("empty_parameter", tool=call.name, parameter=parameter.name, schema=schema)
 
 
+MASK_RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")  # "5-9": masks 5 to 9, both included
+
+
+def _numbers_of(item: Any, count: int) -> range | tuple[int]:
+    """One entry of ``final_answer_masks`` as the mask numbers it stands for: an int, or a string ``"A-B"`` (A <= B)
+    for A to B inclusive, each bound checked against ``count`` before anything is expanded."""
+    if isinstance(item, str) and (match := MASK_RANGE.fullmatch(item)):
+        first, last = int(match.group(1)), int(match.group(2))
+        if first > last:
+            raise CallError("mask_number_not_integer", value=_json(item))
+        for bound in (first, last):
+            if bound < 1 or bound > count:
+                raise CallError("mask_number_out_of_range", value=bound, count=count)
+        return range(first, last + 1)
+    if isinstance(item, bool) or not isinstance(item, int):
+        raise CallError("mask_number_not_integer", value=_json(item))
+    if item < 1 or item > count:
+        raise CallError("mask_number_out_of_range", value=item, count=count)
+    return (item,)
+
+
 def check_mask_numbers(value: Any, count: int) -> list[int]:
     """Validate 1-based mask numbers against the ``count`` masks currently shown.
 
+    Each entry is a whole number or a range string ``"A-B"`` (masks A to B, both included: ``["1-150"]`` selects
+    all of 150 masks in one short call). There is no cap below ``count``: SAM 3 returns up to 200 masks per phrase
+    and a query may want every one of them.
+
     Returns:
-        The numbers as a list of ints, in the order given.
+        The numbers as a list of ints, in the order given, ranges expanded.
 
     Raises:
-        CallError: ``mask_numbers_not_list``, ``empty_selection``, ``too_many_masks``,
-            ``mask_number_not_integer`` (strings, floats, booleans), ``mask_number_out_of_range``
+        CallError: ``mask_numbers_not_list``, ``empty_selection``, ``mask_number_not_integer`` (strings other
+            than a range, a range whose start exceeds its end, floats, booleans), ``mask_number_out_of_range``
             (0, negative or above ``count``) or ``mask_number_repeated``.
     """
     if not isinstance(value, list):
         raise CallError("mask_numbers_not_list", value=_json(value))
     if not value:
         raise CallError("empty_selection")
-    if len(value) > MAX_SELECTED_MASKS:
-        raise CallError("too_many_masks", count=len(value), limit=MAX_SELECTED_MASKS)
+    numbers: list[int] = []
     seen: set[int] = set()
     for item in value:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise CallError("mask_number_not_integer", value=_json(item))
-        if item < 1 or item > count:
-            raise CallError("mask_number_out_of_range", value=item, count=count)
-        if item in seen:
-            raise CallError("mask_number_repeated", value=item)
-        seen.add(item)
-    return list(value)
+        for number in _numbers_of(item, count):
+            if number in seen:
+                raise CallError("mask_number_repeated", value=number)
+            seen.add(number)
+            numbers.append(number)
+    return numbers
 
 
 class Tools:

@@ -4,7 +4,8 @@ single-mask views, zoomed views).
 - ``postprocess``: filtering, sorting and boxes of SAM 3's masks.
 - ``draw``: drawing primitives (mask colours, fill, contour, label box, ``DrawStyle``).
 - ``regions``: each mask's pixels over its box, from a bool array or a mask set (RLE), decoded once per view.
-- ``labels``: where each mask's number goes (``label_point``, ``label_boxes``).
+- ``labels``: where each mask's number goes and how big it is drawn, at any count (``overlay_labels``).
+- ``legibility``: the size the VLM sees an image at, and the share of labels it can read (``legible_share``).
 - ``overlay``: the numbered overlay, at full size or shrunk for a page.
 - ``views``: single-mask and zoom views, and ``MaskView`` (the recipe a trace stores; ``RENDERER_VERSION``).
 

@@ -9,7 +9,7 @@ Drawing rules, shared by every view (change ``views.RENDERER_VERSION`` whenever 
   * contour: an inner border of the mask, ``contour_width`` pixels wide, painted in the solid
     mask colour (it lies on mask pixels only, so pixels outside every mask stay unchanged);
   * labels (numbered overlay only): the number in black or white on a solid box of the mask's
-    colour (placed by ``labels``).
+    colour (placed and sized by ``labels``); a label placed beside its mask is joined to it by a leader line.
 """
 
 from __future__ import annotations
@@ -181,3 +181,19 @@ def draw_label(out: np.ndarray, box: tuple[int, int, int, int], text: str, color
     org = (x0 + (x1 - x0 - tw) // 2, y0 + (y1 - y0 + th) // 2)
     cv2.putText(out, text, org, _FONT, style.font_scale, ink, style.text_thickness, lineType=cv2.LINE_AA)
 
+
+
+def draw_leader(out: np.ndarray, box: tuple[int, int, int, int], anchor: tuple[int, int], color: np.ndarray,
+                style: DrawStyle) -> None:
+    """A leader line from a label ``box`` to its mask's ``anchor`` point (x, y) px: the mask colour, ``contour_width``
+    px wide, edged in the contrasting ink so it shows on any photo, ending in a dot on the mask. Drawn before the
+    labels, so its part inside the box is covered by the label."""
+    x0, y0, x1, y1 = box
+    start = ((x0 + x1) // 2, (y0 + y1) // 2)
+    width = max(1, style.contour_width)
+    ink = _text_color(color)
+    paint = tuple(int(c) for c in color)
+    cv2.line(out, start, anchor, ink, width + 2, lineType=cv2.LINE_8)
+    cv2.circle(out, anchor, width + 2, ink, -1, lineType=cv2.LINE_8)
+    cv2.line(out, start, anchor, paint, width, lineType=cv2.LINE_8)
+    cv2.circle(out, anchor, width + 1, paint, -1, lineType=cv2.LINE_8)

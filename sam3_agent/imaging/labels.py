@@ -1,25 +1,45 @@
-"""Where each mask's number goes on the numbered overlay: the mask's deepest interior point, nudged away from the
-labels placed before it.
+"""Where each mask's number goes on the numbered overlay, and how big it is drawn.
 
-A label box fits the number's digits plus padding (sizes from ``draw.DrawStyle``), is centred on the mask's deepest
-interior point (the maximum of its distance transform: on the mask even for a ring or a concave shape) and clamped
-inside the image.
+Placement (``place_labels``), for any count up to SAM 3's 200 masks per phrase:
+
+1. Inside: each label box (the number's digits plus padding) is centred on its mask's deepest interior point (the
+   maximum of its distance transform: on the mask even for a ring or a concave shape), clamped inside the image,
+   or on the deepest other interior point where it overlaps no label placed before it. Small masks go first (they
+   have the fewest places), so a large mask's label moves aside for a small one.
+2. Beside: a label that found no free place inside goes to the nearest free place around its deepest point
+   (rings of growing radius, up to ``BESIDE_REACH`` of the image's longer side) and gets a leader line to it.
+3. When nothing is free it stays on its deepest point, overlapping (the measure of ``legibility`` counts it).
+
+Size (``label_style``): the style of ``DrawStyle.for_size``, with the font shrunk for dense sets until all labels
+together cover at most ``LABEL_AREA_SHARE`` of the image, but never below ``MIN_DIGIT_PX_SEEN`` px at the size the
+VLM sees the overlay (``legibility.seen_scale``), and raised to that when the photo is shrunk a lot.
+
+Hand-written: label placement is a small greedy search over an occupancy map (numpy); no maintained library
+places labels on raster masks (adjustText and the like work on matplotlib text artists, which this renderer
+does not use: it draws with OpenCV).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
 
 from ..mask_set import Masks
 from .draw import DrawStyle, text_size
+from .legibility import seen_scale
 from .postprocess import boxes_from_masks
 from .regions import MaskRegions, MaskSource
 
 _MAX_LABEL_CANDIDATES = 200  # interior points tried when nudging a label away from others
+LABEL_GAP = 1  # px kept free between two labels
+BESIDE_REACH = 0.25  # how far from its mask a label may go (share of the longer side) before it overlaps instead
+LABEL_AREA_SHARE = 0.25  # dense sets: the font shrinks until all label boxes together cover at most this share
+DENSE_LABELS = 20  # ... of the image; fewer labels keep their font (shrinking helps a crowd, not a tiny photo)
+MIN_DIGIT_PX_SEEN = 10  # ... but digits stay at least this tall (px, OpenCV's text height) where the VLM sees them
 
 
 def _distance_map(inner: np.ndarray) -> np.ndarray:
@@ -99,33 +119,56 @@ def _box_at(center: tuple[int, int], size: tuple[int, int], width: int, height: 
     return x0, y0, x0 + bw, y0 + bh
 
 
-def _overlaps(box: tuple[int, int, int, int], others: list[tuple[int, int, int, int]]) -> bool:
-    return any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3] for o in others)
+class _Occupancy:
+    """The pixels covered by the labels placed so far."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.taken = np.zeros((height, width), dtype=bool)
+
+    def free(self, box: tuple[int, int, int, int]) -> bool:
+        return not self.taken[box[1] : box[3], box[0] : box[2]].any()
+
+    def take(self, box: tuple[int, int, int, int]) -> None:
+        """Mark ``box`` and a ``LABEL_GAP`` px margin around it (so neighbouring labels never touch: "1" "2" is
+        not read as "12")."""
+        x0, y0, x1, y1 = box
+        self.taken[max(0, y0 - LABEL_GAP) : y1 + LABEL_GAP, max(0, x0 - LABEL_GAP) : x1 + LABEL_GAP] = True
 
 
-def _place_label(
-    candidates: _LabelCandidates,
-    size: tuple[int, int],
-    placed: list[tuple[int, int, int, int]],
-    width: int,
-    height: int,
-) -> tuple[int, int, int, int]:
-    """The label box at the deepest point, nudged to avoid earlier labels where possible."""
+def _inside(candidates: _LabelCandidates, size: tuple[int, int], occupied: _Occupancy, width: int,
+            height: int) -> tuple[int, int, int, int] | None:
+    """The label box at the deepest point, else at the deepest other interior point, where it is free."""
     first = _box_at(candidates.first, size, width, height)
-    if not _overlaps(first, placed):
+    if occupied.free(first):
         return first
     for point in candidates.others():
         box = _box_at(point, size, width, height)
-        if not _overlaps(box, placed):
+        if occupied.free(box):
             return box
+    return None
+
+
+def _ring_offsets(size: tuple[int, int], reach: int) -> Iterator[tuple[int, int]]:
+    """Offsets (dx, dy) of label centres around a point, nearest first: rings half a label height apart, each
+    sampled at steps of about half a label height, starting straight above."""
     bw, bh = size
-    cx, cy = candidates.first
-    for k in (1, 2):
-        for dx, dy in ((0, bh), (0, -bh), (bw, 0), (-bw, 0), (bw, bh), (-bw, -bh), (bw, -bh), (-bw, bh)):
-            box = _box_at((cx + k * dx, cy + k * dy), size, width, height)
-            if not _overlaps(box, placed):
-                return box
-    return first
+    step = max(2, bh // 2)
+    for radius in range(step, max(reach, step) + 1, step):
+        samples = max(8, round(2 * math.pi * radius / step))
+        for k in range(samples):
+            angle = 2 * math.pi * k / samples
+            # the ellipse through the label's half-size: a box beside the point, not only above it
+            yield round(math.sin(angle) * (radius + bw / 2)), round(-math.cos(angle) * (radius + bh / 2))
+
+
+def _beside(anchor: tuple[int, int], size: tuple[int, int], occupied: _Occupancy, width: int, height: int,
+            reach: int) -> tuple[int, int, int, int] | None:
+    """The nearest free label box around ``anchor`` within ``reach`` px, or None."""
+    for dx, dy in _ring_offsets(size, reach):
+        box = _box_at((anchor[0] + dx, anchor[1] + dy), size, width, height)
+        if occupied.free(box):
+            return box
+    return None
 
 
 def label_numbers(numbers: list[int] | None, n: int) -> list[int]:
@@ -140,31 +183,128 @@ def label_numbers(numbers: list[int] | None, n: int) -> list[int]:
     return labels
 
 
-def place_labels(regions: MaskRegions, labels: list[int], style: DrawStyle) -> list[tuple[int, int, int, int] | None]:
-    """The label box of each mask of ``regions`` showing ``labels[k]``, placed in order (see ``label_boxes``):
-    ``(x0, y0, x1, y1)`` ints, pixels, x1/y1 exclusive; ``None`` for an empty mask."""
+@dataclass(frozen=True)
+class LabelPlacement:
+    """Where one mask's number is drawn.
+
+    Attributes:
+        box: ``(x0, y0, x1, y1)`` ints, pixels, x1/y1 exclusive.
+        anchor: ``(x, y)`` px, the mask's deepest interior point (``label_point``).
+        leader: True when the label sits beside its mask: a leader line joins it to ``anchor``.
+    """
+
+    box: tuple[int, int, int, int]
+    anchor: tuple[int, int]
+    leader: bool
+
+
+def place_labels(regions: MaskRegions, labels: list[int], style: DrawStyle) -> list[LabelPlacement | None]:
+    """The label of each mask of ``regions`` showing ``labels[k]`` (see the module docstring); ``None`` for an
+    empty mask."""
     width, height = regions.width, regions.height
-    placed: list[tuple[int, int, int, int]] = []
-    result: list[tuple[int, int, int, int] | None] = []
-    for k in range(regions.count):
-        if regions.empty(k):
-            result.append(None)
-            continue
+    occupied = _Occupancy(width, height)
+    result: list[LabelPlacement | None] = [None] * regions.count
+    sizes: dict[int, tuple[int, int]] = {}
+    anchors: dict[int, tuple[int, int]] = {}
+    areas = {k: int(regions.box_crop(k).sum()) for k in range(regions.count) if not regions.empty(k)}
+    left = []
+    for k in sorted(areas, key=lambda k: (areas[k], k)):  # small masks first: they have the fewest places
         tw, th = text_size(str(labels[k]), style.font_scale, style.text_thickness)
-        size = (min(tw + 2 * style.padding, width), min(th + 2 * style.padding, height))
-        box = _place_label(_LabelCandidates(regions.box_crop(k), regions.boxes[k]), size, placed, width, height)
-        placed.append(box)
-        result.append(box)
+        sizes[k] = (min(tw + 2 * style.padding, width), min(th + 2 * style.padding, height))
+        candidates = _LabelCandidates(regions.box_crop(k), regions.boxes[k])
+        anchors[k] = candidates.first
+        box = _inside(candidates, sizes[k], occupied, width, height)
+        if box is None:
+            left.append(k)
+            continue
+        occupied.take(box)
+        result[k] = LabelPlacement(box, anchors[k], False)
+    reach = round(BESIDE_REACH * max(width, height))
+    for k in left:
+        box = _beside(anchors[k], sizes[k], occupied, width, height, reach)
+        leader = box is not None
+        box = box if box is not None else _box_at(anchors[k], sizes[k], width, height)
+        occupied.take(box)
+        result[k] = LabelPlacement(box, anchors[k], leader)
     return result
 
 
-def label_boxes(masks: MaskSource, numbers: list[int] | None = None) -> list[tuple[int, int, int, int] | None]:
-    """Where ``render_numbered_overlay`` puts each mask's label.
+def _regions_of(masks: MaskSource) -> MaskRegions:
+    if isinstance(masks, Masks):
+        height, width = masks.size
+    else:
+        arr = np.asarray(masks)
+        if arr.ndim != 3:
+            raise ValueError(f"masks must be bool (N, H, W); got shape {arr.shape}")
+        height, width = arr.shape[1:]
+    return MaskRegions(masks, height, width, 0)
 
-    Each box fits the label's digits plus padding (sizes from ``DrawStyle``), is centred on the
-    mask's deepest point (``label_point``), shifted to lie inside the image, and, when it would
-    overlap an earlier label, moved to the deepest other interior point where it does not (or,
-    failing that, next to the first position); it stays where it was when nothing is free.
+
+def label_style(width: int, height: int, labels: list[int]) -> DrawStyle:
+    """The style the numbered overlay of a ``width`` x ``height`` photo draws ``labels`` in: ``DrawStyle.for_size``
+    with the font shrunk (by steps of 10 %) while the label boxes together cover more than ``LABEL_AREA_SHARE`` of
+    the image (only for more than ``DENSE_LABELS`` labels), and never below ``MIN_DIGIT_PX_SEEN`` px tall at the
+    VLM's input size (``seen_scale``)."""
+    style = DrawStyle.for_size(width, height)
+    seen = seen_scale(width, height)
+
+    def styled(scale: float) -> DrawStyle:
+        return replace(style, font_scale=scale, text_thickness=max(1, round(1.6 * scale)),
+                       padding=max(1, min(style.padding, round(4 * scale))))
+
+    def seen_height(scale: float) -> float:
+        return text_size("0", scale, max(1, round(1.6 * scale)))[1] * seen
+
+    def covered(candidate: DrawStyle) -> int:
+        total = 0
+        for label in labels:
+            tw, th = text_size(str(label), candidate.font_scale, candidate.text_thickness)
+            total += (tw + 2 * candidate.padding) * (th + 2 * candidate.padding)
+        return total
+
+    scale = style.font_scale
+    while seen_height(scale) < MIN_DIGIT_PX_SEEN and scale < 20:
+        scale *= 1.1
+    while (len(labels) > DENSE_LABELS and covered(styled(scale)) > LABEL_AREA_SHARE * width * height
+           and seen_height(scale * 0.9) >= MIN_DIGIT_PX_SEEN):
+        scale *= 0.9
+    return style if scale == style.font_scale else styled(scale)
+
+
+@dataclass(frozen=True)
+class OverlayLabels:
+    """The labels of a numbered overlay: one placement per mask (``None`` for an empty one), the style they are
+    drawn in and their digits' height in px (OpenCV's text height, at the photo's size)."""
+
+    placements: list[LabelPlacement | None]
+    style: DrawStyle
+    digit_height: int
+
+
+def overlay_labels(masks: MaskSource, numbers: list[int] | None = None) -> OverlayLabels:
+    """Where ``render_numbered_overlay`` puts each mask's label, in the style of ``label_style``.
+
+    Args:
+        masks: bool (N, H, W), or ``Masks``.
+        numbers: the label texts; default ``1..N``.
+
+    Raises:
+        ValueError: on a non-3-D array or when ``numbers`` has the wrong length.
+    """
+    return labels_of_regions(_regions_of(masks), numbers)
+
+
+def labels_of_regions(regions: MaskRegions, numbers: list[int] | None = None) -> OverlayLabels:
+    """``overlay_labels`` of masks already held as ``MaskRegions``."""
+    labels = label_numbers(numbers, regions.count)
+    style = label_style(regions.width, regions.height, labels)
+    digit_height = text_size("0", style.font_scale, style.text_thickness)[1]
+    return OverlayLabels(place_labels(regions, labels, style), style, digit_height)
+
+
+def label_boxes(masks: MaskSource, numbers: list[int] | None = None) -> list[tuple[int, int, int, int] | None]:
+    """Label boxes placed as ``place_labels`` places them, in the font of ``DrawStyle.for_size`` (what the
+    correction view draws its numbers in; the model's overlay uses ``overlay_labels``).
 
     Args:
         masks: bool (N, H, W), or ``Masks``.
@@ -176,13 +316,7 @@ def label_boxes(masks: MaskSource, numbers: list[int] | None = None) -> list[tup
     Raises:
         ValueError: on a non-3-D array or when ``numbers`` has the wrong length.
     """
-    if isinstance(masks, Masks):
-        height, width = masks.size
-    else:
-        arr = np.asarray(masks)
-        if arr.ndim != 3:
-            raise ValueError(f"masks must be bool (N, H, W); got shape {arr.shape}")
-        height, width = arr.shape[1:]
-    regions = MaskRegions(masks, height, width, 0)
-    return place_labels(regions, label_numbers(numbers, regions.count), DrawStyle.for_size(width, height))
-
+    regions = _regions_of(masks)
+    style = DrawStyle.for_size(regions.width, regions.height)
+    placements = place_labels(regions, label_numbers(numbers, regions.count), style)
+    return [None if p is None else p.box for p in placements]

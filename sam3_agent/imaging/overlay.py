@@ -11,8 +11,8 @@ from PIL import Image
 
 from .. import rle
 from ..mask_set import Masks
-from .draw import DrawStyle, draw_contour, draw_fill, draw_label, mask_colors
-from .labels import label_numbers, place_labels
+from .draw import DrawStyle, draw_contour, draw_fill, draw_label, draw_leader, mask_colors
+from .labels import label_numbers, labels_of_regions
 from .regions import MaskRegions, MaskSource
 
 logger = logging.getLogger(__name__)
@@ -29,9 +29,10 @@ def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list
     """The image with every mask filled, outlined and numbered (what the model sees).
 
     Mask k (0-based) gets colour ``mask_colors(N)[k]``; fills are blended in order, then all
-    contours are painted, then all labels (so no label is covered). Labels go in the boxes given
-    by ``label_boxes``: the number in black or white (whichever contrasts with the mask colour)
-    on a box filled with the solid mask colour and edged in the text colour.
+    contours are painted, then the leader lines of labels placed beside their mask, then all labels (so no
+    label is covered). Labels go where ``labels.overlay_labels`` puts them, in its font size: the number in
+    black or white (whichever contrasts with the mask colour) on a box filled with the solid mask colour and
+    edged in the text colour.
 
     Args:
         image: PIL image (converted to RGB if needed), W x H.
@@ -52,21 +53,26 @@ def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list
 
 
 def _draw_overlay(out: np.ndarray, regions: MaskRegions, numbers: list[int] | None, style: DrawStyle) -> None:
-    """Fills, then contours, then labels of every mask of ``regions`` on ``out`` (see ``render_numbered_overlay``)."""
+    """Fills, then contours, then leader lines, then labels of every mask of ``regions`` on ``out`` (see
+    ``render_numbered_overlay``); outlines in ``style``, labels in the style ``labels.label_style`` picks."""
     n = regions.count
     labels = label_numbers(numbers, n)
-    placements = place_labels(regions, labels, style)
+    placed = labels_of_regions(regions, labels)
     if n == 0:
         return
     colors = mask_colors(n)
-    nonempty = [k for k in range(n) if placements[k] is not None]
+    nonempty = [k for k in range(n) if placed.placements[k] is not None]
     for k in nonempty:
         draw_fill(out, regions.box_crop(k), colors[k], regions.boxes[k])
     for k in nonempty:
         crop, (x0, y0, _, _) = regions.region(k)
         draw_contour(out, crop, colors[k], (x0, y0), style.contour_width)
     for k in nonempty:
-        draw_label(out, placements[k], str(labels[k]), colors[k], style)  # type: ignore[arg-type]
+        placement = placed.placements[k]
+        if placement.leader:  # type: ignore[union-attr]
+            draw_leader(out, placement.box, placement.anchor, colors[k], style)  # type: ignore[union-attr]
+    for k in nonempty:
+        draw_label(out, placed.placements[k].box, str(labels[k]), colors[k], placed.style)  # type: ignore[union-attr]
     if len(nonempty) < n:
         logger.warning("render_numbered_overlay: %d empty mask(s) left undrawn", n - len(nonempty))
 
