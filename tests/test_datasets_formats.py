@@ -194,3 +194,17 @@ def test_jsonl_errors_name_the_line(tmp_path, line, message):
 def test_jsonl_ground_truth_of_another_size_is_refused():
     with pytest.raises(InputError, match="600x400 but the image is 640x427"):
         read_jsonl_gt(FIXTURES / "gt.jsonl")[0].truth.masks(427, 640)
+
+
+def test_jsonl_ground_truth_names_every_bad_line_at_once(tmp_path):
+    path = tmp_path / "gt.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([
+        '{"image": "a.jpg", "query": "x", "mask": 3}',
+        '{"image": "b.jpg", "query": "y", "mask": null}',
+        '{"image": "c.jpg", "query": "z", "mask": null, "attributes": {"k": 1}}',
+    ]).encode())
+    with pytest.raises(InputError) as error:
+        read_jsonl_gt(path)
+    assert str(error.value) == (f"{path} has 2 bad lines; nothing was run: fix them and run again\n"
+                                '  line 1: "mask" must be an RLE, a list of RLEs or null\n'
+                                '  line 3: "attributes" must be an object of strings')
