@@ -208,3 +208,13 @@ def test_jsonl_ground_truth_names_every_bad_line_at_once(tmp_path):
     assert str(error.value) == (f"{path} has 2 bad lines; nothing was run: fix them and run again\n"
                                 '  line 1: "mask" must be an RLE, a list of RLEs or null\n'
                                 '  line 3: "attributes" must be an object of strings')
+
+
+def test_reasonseg_folder_copied_from_a_mac_skips_appledouble_files(tmp_path, caplog):
+    (tmp_path / "a.json").write_text(json.dumps({"text": "the cup", "shapes": []}))
+    (tmp_path / "._a.json").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")  # AppleDouble header
+    (tmp_path / "Thumbs.db").write_bytes(b"\xd0\xcf")
+    with caplog.at_level("WARNING", logger="sam3_agent.datasets.batch.hidden_files"):
+        samples = read_reasonseg(tmp_path)
+    assert [(s.id, s.query) for s in samples] == [("a", "the cup")]
+    assert caplog.messages == [f"skipped 1 hidden or system file(s) in {tmp_path} (._a.json): not part of the dataset"]

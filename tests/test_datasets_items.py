@@ -134,3 +134,14 @@ def test_folder_names_keep_safe_ids_and_hash_the_rest():
     assert names["A"] != names["a"] and names["A"].lower() != names["a"].lower()  # case-insensitive file systems
     assert len(names["x" * 120]) == 60 + 9
     assert len(set(names.values())) == 6
+
+
+def test_a_folder_copied_from_a_mac_or_windows_skips_hidden_files_and_says_how_many(tmp_path, caplog):
+    for name in ("a.jpg", "._a.jpg", ".DS_Store", "Thumbs.db", "desktop.ini", ".hidden.png", "b.png"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "__MACOSX").mkdir()
+    with caplog.at_level("WARNING", logger="sam3_agent.datasets.batch.hidden_files"):
+        items = read_items(tmp_path, "the cat")
+    assert [i.id for i in items] == ["a.jpg", "b.png"]
+    assert caplog.messages == [f"skipped 6 hidden or system file(s) in {tmp_path} (.DS_Store, ._a.jpg, .hidden.png, "
+                               "...): not part of the dataset"]

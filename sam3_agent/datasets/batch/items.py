@@ -11,7 +11,8 @@ or an integer). An item without an id gets ``<file stem>-<8 hex digits of sha256
 lines are reordered or added, which is what makes a rerun skip the items already finished.
 
 A folder: every image file directly inside it (not in sub-folders; extensions ``IMAGE_SUFFIXES``), in name
-order, all with the one query given; the id of each is its file name (``coffee.jpg``).
+order, all with the one query given; the id of each is its file name (``coffee.jpg``). Hidden and system files
+(``._coffee.jpg`` from a Mac, ``Thumbs.db``...: ``hidden_files``) are skipped and counted in a log line.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from .hidden_files import is_hidden_file, without_hidden_files
 from .jsonl import read_jsonl
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".heif", ".avif")
@@ -90,7 +92,8 @@ def read_items(source: str | Path, query: str | None = None) -> list[BatchItem]:
 
 def _folder_items(folder: Path, query: str) -> list[BatchItem]:
     _check_query(query, f"the query for {folder}")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    entries = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES or is_hidden_file(p.name))
+    files = [p for p in without_hidden_files(entries, folder) if p.is_file()]
     if not files:
         raise InputError(f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)}); choose another folder")
     return [BatchItem(p.name, p, query, p.name) for p in files]

@@ -10,7 +10,8 @@ Per image ``NAME.jpg`` there is ``NAME.json`` with (facts from the LISA reposito
 
 Each query is one sample (id ``NAME`` for a single query, ``NAME_1``, ``NAME_2``... for several), broken down by
 ``query_type`` (``short`` / ``long``, from ``is_sentence``), as LISA reports ReasonSeg. The target is rasterised
-as ReasonSeg's tools do (``ground_truth.PolygonTruth``).
+as ReasonSeg's tools do (``ground_truth.PolygonTruth``). Hidden and system files (a Mac's ``._NAME.json``...:
+``batch.hidden_files``) are skipped and counted in a log line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ..batch.hidden_files import without_hidden_files
 from ..batch.items import IMAGE_SUFFIXES
 from .ground_truth import EvalSample, Polygon, PolygonTruth
 
@@ -79,7 +81,7 @@ def read_reasonseg(folder: str | Path, images: str | Path | None = None) -> list
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder} is not a folder: give a ReasonSeg split folder (NAME.json beside NAME.jpg)")
-    files = sorted(folder.glob("*.json"))
+    files = without_hidden_files(sorted(folder.glob("*.json")), folder)  # a Mac's ._NAME.json is no annotation
     if not files:
         raise InputError(f"{folder} holds no .json annotation files: is it a ReasonSeg split folder?")
     samples = []
