@@ -27,7 +27,7 @@ from PIL import Image
 from ...errors import InputError
 from ...images import load_image
 from ...imaging.draw import blend_fill
-from ..batch.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..batch.files import remove_leftovers, write_bytes_atomic, write_json_atomic, write_text_atomic
 from ..batch.layout import BatchLayout
 from ..formats.ground_truth import EvalSample
 from .evaluate import Evaluation, prediction_mask
@@ -250,6 +250,8 @@ def write_report(
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    for own in (folder, folder / "plots", folder / "worst"):  # folders only the report writes
+        remove_leftovers(own)
     scores = evaluation.scores
     write_json_atomic(folder / "metrics.json", _metrics_document(evaluation, title))
     write_text_atomic(folder / "samples.csv", _csv(scores))
