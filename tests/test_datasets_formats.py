@@ -218,3 +218,10 @@ def test_reasonseg_folder_copied_from_a_mac_skips_appledouble_files(tmp_path, ca
         samples = read_reasonseg(tmp_path)
     assert [(s.id, s.query) for s in samples] == [("a", "the cup")]
     assert caplog.messages == [f"skipped 1 hidden or system file(s) in {tmp_path} (._a.json): not part of the dataset"]
+
+
+def test_reasonseg_reads_labelmes_declared_upright_size(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"text": "x", "shapes": [], "imageHeight": 40, "imageWidth": 20}))
+    (tmp_path / "b.json").write_text(json.dumps({"text": "y", "shapes": [], "imageHeight": "40"}))
+    a, b = read_reasonseg(tmp_path)
+    assert (a.truth.declared_size, a.truth.frame, b.truth.declared_size) == ((40, 20), "upright", None)

@@ -6,7 +6,8 @@ Per image ``NAME.jpg`` there is ``NAME.json`` with (facts from the LISA reposito
 - ``is_sentence``: whether the queries are long sentences (true) or short phrases (false);
 - ``shapes``: polygons, each ``{"label": str, "points": [[x, y], ...], ...}`` in pixels; a label containing
   ``ignore`` (any case) marks a region left out of scoring, the label ``flag`` marks a deprecated shape that is
-  skipped, every other label is part of the target.
+  skipped, every other label is part of the target;
+- ``imageHeight``, ``imageWidth`` (LabelMe's, optional): the upright photo's size (``scoring.frames``).
 
 Each query is one sample (id ``NAME`` for a single query, ``NAME_1``, ``NAME_2``... for several), broken down by
 ``query_type`` (``short`` / ``long``, from ``is_sentence``), as LISA reports ReasonSeg. The target is rasterised
@@ -67,6 +68,11 @@ def _polygons(shapes: Any, where: str) -> tuple[Polygon, ...]:
     return tuple(polygons)
 
 
+def _size(data: dict[str, Any], key: str) -> int:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def read_reasonseg(folder: str | Path, images: str | Path | None = None) -> list[EvalSample]:
     """The samples of a ReasonSeg split folder (``NAME.json`` beside ``NAME.jpg``), in file-name order.
 
@@ -93,7 +99,8 @@ def read_reasonseg(folder: str | Path, images: str | Path | None = None) -> list
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
             raise InputError(f"{path}: \"text\" must be a query or a list of queries")
-        truth = PolygonTruth(_polygons(data.get("shapes"), str(path)))
+        truth = PolygonTruth(_polygons(data.get("shapes"), str(path)), _size(data, "imageHeight"),
+                             _size(data, "imageWidth"))
         query_type = "long" if bool(data.get("is_sentence", False)) else "short"
         image = _image_of(path, Path(images) if images is not None else folder)
         for number, text in enumerate(texts, start=1):
