@@ -215,3 +215,49 @@ def test_an_unexpected_error_in_one_item_is_recorded_and_the_batch_goes_on(items
     cup = json.loads((tmp_path / "out/items/cup/item.json").read_text())
     assert (cup["status"], cup["reason"]) == ("failed", "internal error (details in the log): the factory broke")
     assert result.summary["statuses"] == {"done": 1, "failed": 2, "no_mask": 1}
+
+
+KILLED_WRITE = """
+import os, sys
+from sam3_agent.datasets.batch import files
+os.replace = lambda *args: os._exit(9)  # killed between writing the temporary file and renaming it
+files.write_json_atomic(sys.argv[1], {"half": "written"})
+"""
+
+
+def killed_write(path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(path)], cwd=Path(__file__).resolve().parent.parent,
+                          timeout=60)
+    assert done.returncode == 9
+
+
+@pytest.mark.slow
+def test_a_rerun_removes_the_temporary_files_of_writes_killed_midway(items, tmp_path):
+    out = tmp_path / "out"
+    layout = BatchLayout(out, items)
+    layout.prepare()
+    killed_write(layout.record_path(items[0]))
+    killed_write(out / "summary.json")
+    left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tmp"))
+    assert [p.split(".")[1] for p in left] == ["summary", "item"] and len(left) == 2
+    BatchLayout(out, items).prepare()
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == []
+
+
+def test_a_rerun_removes_only_the_products_own_temporary_names(items, tmp_path):
+    out = tmp_path / "out"
+    BatchLayout(out, items).prepare()
+    cup = out / "items" / "cup"
+    cup.mkdir()
+    own = [out / ".coco.json.ab_12xyz.tmp", out / ".manifest.json.0123abcd.tmp", cup / ".item.json.zzzzzzzz.tmp",
+           cup / ".review.json.a1b2c3d4.tmp"]
+    others = [out / ".notes.txt.abcdefgh.tmp", out / ".summary.json.tmp", out / "summary.json.abcdefgh.tmp",
+              out / ".summary.json.abcdefghi.tmp", cup / ".trace.json.tmp-12-abcdef01", cup / ".photo.png.abcdefgh.tmp",
+              out / "items" / ".item.json.abcdefgh.tmp", out / "mine.json"]
+    for path in own + others:
+        path.write_text("{}")
+    BatchLayout(out, items).prepare()
+    assert sorted(p for p in out.rglob("*") if p.is_file()) == sorted(others)

@@ -194,3 +194,34 @@ def test_jsonl_errors_name_the_line(tmp_path, line, message):
 def test_jsonl_ground_truth_of_another_size_is_refused():
     with pytest.raises(InputError, match="600x400 but the image is 640x427"):
         read_jsonl_gt(FIXTURES / "gt.jsonl")[0].truth.masks(427, 640)
+
+
+def test_jsonl_ground_truth_names_every_bad_line_at_once(tmp_path):
+    path = tmp_path / "gt.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([
+        '{"image": "a.jpg", "query": "x", "mask": 3}',
+        '{"image": "b.jpg", "query": "y", "mask": null}',
+        '{"image": "c.jpg", "query": "z", "mask": null, "attributes": {"k": 1}}',
+    ]).encode())
+    with pytest.raises(InputError) as error:
+        read_jsonl_gt(path)
+    assert str(error.value) == (f"{path} has 2 bad lines; nothing was run: fix them and run again\n"
+                                '  line 1: "mask" must be an RLE, a list of RLEs or null\n'
+                                '  line 3: "attributes" must be an object of strings')
+
+
+def test_reasonseg_folder_copied_from_a_mac_skips_appledouble_files(tmp_path, caplog):
+    (tmp_path / "a.json").write_text(json.dumps({"text": "the cup", "shapes": []}))
+    (tmp_path / "._a.json").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")  # AppleDouble header
+    (tmp_path / "Thumbs.db").write_bytes(b"\xd0\xcf")
+    with caplog.at_level("WARNING", logger="sam3_agent.datasets.batch.hidden_files"):
+        samples = read_reasonseg(tmp_path)
+    assert [(s.id, s.query) for s in samples] == [("a", "the cup")]
+    assert caplog.messages == [f"skipped 1 hidden or system file(s) in {tmp_path} (._a.json): not part of the dataset"]
+
+
+def test_reasonseg_reads_labelmes_declared_upright_size(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"text": "x", "shapes": [], "imageHeight": 40, "imageWidth": 20}))
+    (tmp_path / "b.json").write_text(json.dumps({"text": "y", "shapes": [], "imageHeight": "40"}))
+    a, b = read_reasonseg(tmp_path)
+    assert (a.truth.declared_size, a.truth.frame, b.truth.declared_size) == ((40, 20), "upright", None)

@@ -55,8 +55,53 @@ def test_bad_lines_are_named(tmp_path, line, message):
 
 def test_repeated_ids_are_refused(tmp_path):
     line = json.dumps({"image": "a.jpg", "query": "x"})
-    with pytest.raises(InputError, match="line 2 repeats the id .* of line 1"):
+    with pytest.raises(InputError) as error:
         read_items(jsonl(tmp_path, line, line))
+    assert str(error.value) == (f"{tmp_path / 'items.jsonl'}, line 2: repeats the id 'a-{derived_id('a.jpg', 'x')[2:]}' "
+                                "of line 1; ids must be unique")
+
+
+def test_every_bad_line_is_named_in_one_message(tmp_path):
+    good = json.dumps({"image": "a.jpg", "query": "x", "id": "one"})
+    path = jsonl(tmp_path, good, "[1]", "", '{"image": "b.jpg"', good, '{"image": "c.jpg", "query": ""}')
+    with pytest.raises(InputError) as error:
+        read_items(path)
+    assert str(error.value) == (
+        f"{path} has 4 bad lines; nothing was run: fix them and run again\n"
+        '  line 2: expected a JSON object with "image" and "query"\n'
+        "  line 4: not valid JSON (Expecting ',' delimiter, column 18)\n"
+        "  line 5: repeats the id 'one' of line 1; ids must be unique\n"
+        '  line 6: the query is empty; say what to segment, e.g. "the leftmost child"'
+    )
+
+
+def test_a_long_list_of_bad_lines_is_cut_after_twenty(tmp_path):
+    path = jsonl(tmp_path, *["[1]"] * 23)
+    with pytest.raises(InputError) as error:
+        read_items(path)
+    lines = str(error.value).split("\n")
+    assert lines[0] == f"{path} has 23 bad lines; nothing was run: fix them and run again"
+    assert lines[1] == '  line 1: expected a JSON object with "image" and "query"'
+    assert lines[20] == '  line 20: expected a JSON object with "image" and "query"'
+    assert lines[21:] == ["  and 3 more"]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u0085"])
+def test_a_query_with_a_unicode_line_separator_stays_one_record(tmp_path, separator):
+    path = tmp_path / "items.jsonl"
+    path.write_text(json.dumps({"image": "a.jpg", "query": f"the cup{separator}on the left"}, ensure_ascii=False)
+                    + "\n", encoding="utf-8")
+    (item,) = read_items(path)
+    assert item.query == f"the cup{separator}on the left"
+
+
+def test_a_windows_file_with_byte_order_mark_and_crlf_is_read(tmp_path):
+    path = tmp_path / "items.jsonl"
+    lines = [json.dumps({"image": "a.jpg", "query": "the cup", "id": "a"}),
+             json.dumps({"image": "b.jpg", "query": "the dog", "id": "b"})]
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    assert [(i.id, i.query, i.image_ref) for i in read_items(path)] == [("a", "the cup", "a.jpg"),
+                                                                        ("b", "the dog", "b.jpg")]
 
 
 def test_folder_items_take_every_image_with_one_query(tmp_path):
@@ -89,3 +134,14 @@ def test_folder_names_keep_safe_ids_and_hash_the_rest():
     assert names["A"] != names["a"] and names["A"].lower() != names["a"].lower()  # case-insensitive file systems
     assert len(names["x" * 120]) == 60 + 9
     assert len(set(names.values())) == 6
+
+
+def test_a_folder_copied_from_a_mac_or_windows_skips_hidden_files_and_says_how_many(tmp_path, caplog):
+    for name in ("a.jpg", "._a.jpg", ".DS_Store", "Thumbs.db", "desktop.ini", ".hidden.png", "b.png"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "__MACOSX").mkdir()
+    with caplog.at_level("WARNING", logger="sam3_agent.datasets.batch.hidden_files"):
+        items = read_items(tmp_path, "the cat")
+    assert [i.id for i in items] == ["a.jpg", "b.png"]
+    assert caplog.messages == [f"skipped 6 hidden or system file(s) in {tmp_path} (.DS_Store, ._a.jpg, .hidden.png, "
+                               "...): not part of the dataset"]

@@ -146,3 +146,18 @@ def test_a_zip_member_that_is_encrypted_or_inflates_past_its_size_is_refused(bat
     with pytest.raises(InputError, match=re.escape(expected)):
         unpack_batch_zip(archive, tmp_path / "store")
     assert not (tmp_path / "store").exists() or not list((tmp_path / "store").iterdir())  # nothing half-unpacked
+
+
+def test_a_zip_made_on_windows_with_backslash_separators_opens_and_its_first_item_loads(batch, tmp_path):
+    archive = tmp_path / "batch.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
+        for path in sorted(batch.rglob("*")):
+            if path.is_file():
+                zipped.write(path, "out\\" + str(path.relative_to(batch).as_posix()).replace("/", "\\"))
+    assert "out\\items\\cup\\trace.json" in zipfile.ZipFile(archive).namelist()
+    folder, reopened = unpack_batch_zip(archive, tmp_path / "store")
+    queue = ReviewQueue.open(folder)
+    assert (reopened, [item.id for item in queue.items], [item.id for item in queue.skipped]) == (
+        False, ["cup", "dog", "flag"], ["lost"])
+    opened = queue.open_item(0)
+    assert (opened.item.id, opened.trace.query, opened.trace.status) == ("cup", "the cup", "done")

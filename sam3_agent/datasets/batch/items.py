@@ -1,6 +1,7 @@
 """What a batch runs: items of (image path, query, id), read from a JSONL file or a folder of images.
 
-JSONL (one JSON object per line; blank lines are skipped)::
+JSONL (one JSON object per line; blank lines are skipped; read by ``jsonl.read_jsonl``, which names every bad line
+at once)::
 
     {"image": "photos/coffee.jpg", "query": "the spoon", "id": "coffee-spoon"}
     {"image": "/data/cat.png", "query": "the cat's left ear"}
@@ -10,27 +11,28 @@ or an integer). An item without an id gets ``<file stem>-<8 hex digits of sha256
 lines are reordered or added, which is what makes a rerun skip the items already finished.
 
 A folder: every image file directly inside it (not in sub-folders; extensions ``IMAGE_SUFFIXES``), in name
-order, all with the one query given; the id of each is its file name (``coffee.jpg``).
+order, all with the one query given; the id of each is its file name (``coffee.jpg``). Hidden and system files
+(``._coffee.jpg`` from a Mac, ``Thumbs.db``...: ``hidden_files``) are skipped and counted in a log line.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ...errors import InputError
+from .hidden_files import is_hidden_file, without_hidden_files
+from .jsonl import read_jsonl
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".heif", ".avif")
 MAX_ID_CHARS = 200
 MAX_QUERY_CHARS = 2000  # the agent's own limit (agent.MAX_QUERY_CHARS); checked early to name the line
 _SAFE_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def read_items(source: str | Path, query: str | None = None) -> list[BatchItem]:
 
     Raises:
         InputError: the source is missing; a JSONL line is not a JSON object, lacks ``image`` or ``query``,
-            has an empty or overlong query, or repeats an id (the message names the line); a folder without
+            has an empty or overlong query, or repeats an id (one message names every such line); a folder without
             images, or without ``query``; ``query`` given with a JSONL file.
     """
     path = Path(source)
@@ -90,43 +92,11 @@ def read_items(source: str | Path, query: str | None = None) -> list[BatchItem]:
 
 def _folder_items(folder: Path, query: str) -> list[BatchItem]:
     _check_query(query, f"the query for {folder}")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    entries = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES or is_hidden_file(p.name))
+    files = [p for p in without_hidden_files(entries, folder) if p.is_file()]
     if not files:
         raise InputError(f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)}); choose another folder")
     return [BatchItem(p.name, p, query, p.name) for p in files]
-
-
-def read_jsonl(path: Path, parse: Callable[[Any, str], T], what: str) -> list[T]:
-    """Parse every non-blank line of a JSONL file with ``parse(decoded object, "FILE, line N")``; the results must
-    have unique ``id`` attributes.
-
-    Raises:
-        InputError: unreadable file, a line that is not JSON, an error ``parse`` raises, a repeated id, or no line
-            at all (``what`` says what a line should hold).
-    """
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read {path}: {error}") from None
-    results: list[T] = []
-    seen: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{where} is not valid JSON ({error.msg}, column {error.colno})") from None
-        result = parse(data, where)
-        key = result.id
-        if key in seen:
-            raise InputError(f"{where} repeats the id {key!r} of line {seen[key]}: ids must be unique")
-        seen[key] = number
-        results.append(result)
-    if not results:
-        raise InputError(f"{path} holds nothing: write one JSON object per line with {what}")
-    return results
 
 
 def _jsonl_items(path: Path) -> list[BatchItem]:

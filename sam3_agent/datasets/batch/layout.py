@@ -15,14 +15,15 @@ also a stopped one; the records and traces are what a rerun resumes from.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import InputError
 from ...trace.io import TRACE_FILE, save_trace
 from ...types import Trace
-from ..review.decisions import set_aside
-from .files import write_json_atomic
+from ..review.decisions import REVIEW_FILE, set_aside
+from .files import remove_leftovers, write_json_atomic
 from .items import BatchItem, folder_names
 from .records import RECORD_FILE, ItemRecord, failure_record, read_record, record_from_trace
 
@@ -32,6 +33,7 @@ ITEMS_DIR = "items"
 MANIFEST_FILE = "manifest.json"
 COCO_FILE = "coco.json"
 SUMMARY_FILE = "summary.json"
+WRITE_TEST_FILE = ".write-test.json"
 
 
 class BatchLayout:
@@ -53,19 +55,28 @@ class BatchLayout:
         self._folders = folder_names(ids)
 
     def prepare(self) -> None:
-        """Create the output folder and check that files can be written there (before any model loads).
+        """Create the output folder, check that files can be written there (before any model loads) and remove the
+        temporary files an earlier, killed run of the batch left (``files.remove_leftovers``: only those of the
+        files a batch writes: the dataset files here, the records and reviews in the item folders).
 
         Raises:
             InputError: the path is a file, lies under a file, or is not writable.
         """
         try:
             (self.out / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.out / ".write-test.json", {})
-            (self.out / ".write-test.json").unlink()
+            write_json_atomic(self.out / WRITE_TEST_FILE, {})
+            (self.out / WRITE_TEST_FILE).unlink()
         except OSError as error:
             raise InputError(
                 f"cannot write to the output folder {self.out}: {error.strerror or error}; choose another --out"
             ) from None
+        removed = remove_leftovers(self.out, (MANIFEST_FILE, COCO_FILE, SUMMARY_FILE, WRITE_TEST_FILE))
+        with os.scandir(self.out / ITEMS_DIR) as entries:
+            folders = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+        for folder in folders:
+            removed += remove_leftovers(folder, (RECORD_FILE, REVIEW_FILE))
+        if removed:
+            logger.info("removed %d temporary file(s) left by an earlier run that was stopped mid-write", removed)
 
     def relative_folder(self, item: BatchItem) -> str:
         """The item's folder relative to the output folder, with ``/`` separators (``items/<name>``)."""

@@ -6,6 +6,11 @@ one machine). The driver (the process that ran the CLI) reads each image file an
 no shared file system; a worker sends back the item's ``Trace``, and the driver writes it into the same output
 layout as a local batch (``layout.BatchLayout``), so resuming, the dataset files and the evaluation are the same.
 
+Before joining a cluster at an address (``--ray ADDRESS`` or ``RAY_ADDRESS``) the driver checks within
+``CONNECT_SECONDS`` that something answers there (``ray.init`` itself waits for a dead head without end), and names the
+address and what to check when nothing does. Workers are started only where the cluster has room now (one free GPU,
+or CPU, each): asked for more, the batch runs on those that fit and a warning says how many could not be placed.
+
 Items go to the least busy worker as earlier ones finish. Ctrl-C asks every worker to cancel its items, which come
 back as ``cancelled`` and are written; a worker that dies (out of memory, node lost) fails only its items in
 flight, recorded with the reason, and the batch goes on with the others.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -35,6 +41,9 @@ from .runner import POLL_SECONDS, BatchProgress, BatchResult, execute_item
 logger = logging.getLogger(__name__)
 
 FORWARDED_ENV = ("SAM3_AGENT_CACHE", "HF_HOME", "HF_HUB_OFFLINE")  # set on the workers as on the driver
+CONNECT_SECONDS = 10.0  # a head that does not accept a connection within this is reported unreachable
+RAY_CLIENT_PORT = 10001  # Ray's defaults: ``ray://`` client server, and the head's GCS port
+RAY_HEAD_PORT = 6379
 
 
 class BatchWorker:
@@ -118,7 +127,8 @@ def run_batch_on_ray(
         init_options: more ``ray.init`` keyword arguments (e.g. ``num_cpus`` for a local Ray).
 
     Raises:
-        BackendError: Ray cannot start or be reached, no worker could load its models, or every worker died.
+        BackendError: Ray cannot start or be reached (nothing answers at the address within ``CONNECT_SECONDS``), no
+            worker can be placed or could load its models, or every worker died.
         OSError: the output folder cannot be written.
     """
     import ray
@@ -145,6 +155,9 @@ def _join_ray(ray: Any, address: str | None, init_options: dict[str, Any] | None
     """
     if ray.is_initialized():
         return False
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    if target is not None:
+        check_reachable(target, "--ray" if address else "RAY_ADDRESS")
     options: dict[str, Any] = {"logging_level": logging.WARNING, **(init_options or {})}
     if address is None and "RAY_ADDRESS" not in os.environ:
         options.setdefault("include_dashboard", False)  # a new local Ray: no dashboard to serve
@@ -155,12 +168,61 @@ def _join_ray(ray: Any, address: str | None, init_options: dict[str, Any] | None
     return True
 
 
+def head_endpoint(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` a Ray address connects to first (``ray://host[:port]``, ``host[:port]``, ``[v6]:port``), or
+    ``None`` for one Ray resolves itself (``auto``, ``local``, an empty string)."""
+    text = address.strip()
+    client = text.startswith("ray://")
+    text = text.removeprefix("ray://").split("/", 1)[0]
+    if not text or text in ("auto", "local"):
+        return None
+    host, separator, port = text.rpartition(":")
+    if not (separator and port.isdigit()):
+        host, port = text, ""
+    return host.strip("[]"), int(port) if port else (RAY_CLIENT_PORT if client else RAY_HEAD_PORT)
+
+
+def check_reachable(address: str, source: str, seconds: float = CONNECT_SECONDS) -> None:
+    """Check that a connection to the Ray head at ``address`` opens within ``seconds``.
+
+    Raises:
+        BackendError: nothing answers there; the message names the address, where it came from (``source``: the
+            flag or the environment variable) and what to check.
+    """
+    endpoint = head_endpoint(address)
+    if endpoint is None:
+        return
+    try:
+        with socket.create_connection(endpoint, timeout=seconds):
+            return
+    except OSError as error:
+        reason = "no answer" if isinstance(error, TimeoutError) else (error.strerror or str(error))
+    raise BackendError(
+        f"cannot reach the Ray cluster at {address} (from {source}) within {seconds:g} s: {reason}. Check that its "
+        "head is running (`ray status` on the head node), that the host and port are right and that no firewall "
+        f"blocks them; or {'leave out ADDRESS' if source == '--ray' else 'unset RAY_ADDRESS'} to start a local Ray"
+    )
+
+
 def _start_workers(ray: Any, settings: BackendSettings, config: AgentConfig, workers: int | None,
                    concurrency: int) -> list[_Slot]:
-    """Create the worker actors (one GPU each when the cluster has GPUs, else one CPU); they load their models
-    in the background."""
+    """Create the worker actors (one GPU each when the cluster has GPUs, else one CPU) where the cluster has room
+    now; they load their models in the background.
+
+    Raises:
+        BackendError: no worker can be placed (every GPU or CPU is in use).
+    """
     gpus = int(ray.cluster_resources().get("GPU", 0))
-    count = workers if workers is not None else max(1, gpus)
+    asked = workers if workers is not None else max(1, gpus)
+    unit = "GPU" if gpus else "CPU"
+    free = int(ray.available_resources().get(unit, 0))
+    count = min(asked, free)
+    if count == 0:
+        raise BackendError(f"the Ray cluster has no free {unit} for a worker (each needs one): wait for other jobs "
+                           "to end, or add a node")
+    if count < asked:
+        logger.warning("%d Ray workers asked for, but the cluster has room for %d (%d free %ss, one per worker): the "
+                       "batch runs on %d; %d could not be placed", asked, count, free, unit, count, asked - count)
     resources = {"num_gpus": 1} if gpus else {"num_cpus": 1}
     actor_class = ray.remote(BatchWorker).options(max_concurrency=concurrency + 1, **resources)
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}

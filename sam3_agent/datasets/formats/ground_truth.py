@@ -7,13 +7,17 @@ into masks only when a sample is scored (a dataset of thousands of images never 
 - ``PolygonTruth``: ReasonSeg's polygons, drawn by its own rules (``reasonseg``).
 - ``CocoTruth``: a COCO instance annotation's ``segmentation`` (polygons or RLE), as RefCOCO/+/g use (``refcoco``).
 - ``RleTruth``: COCO RLE masks (the simple JSONL format, ``jsonl_gt``).
+
+Each kind also says which frame of a photo with an EXIF orientation its format annotates (``frame``: ``UPRIGHT`` or
+``STORED``) and the image size its file declares (``declared_size``), from which ``scoring.frames`` decides which
+frame a sample really is in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import cv2
 import numpy as np
@@ -23,9 +27,23 @@ from ...errors import InputError
 from ...rle import decode_rle
 from ..batch.items import BatchItem
 
+UPRIGHT = "upright"  # after the photo's EXIF orientation is applied (what the agent sees)
+STORED = "stored"  # the pixel rows as the file stores them
+
+
+def _declared(height: int, width: int) -> tuple[int, int] | None:
+    return (height, width) if height and width else None
+
 
 class GroundTruth(Protocol):
     """The regions of one sample."""
+
+    frame: ClassVar[str]  # the frame this format annotates (``UPRIGHT`` or ``STORED``; ``scoring.frames``)
+
+    @property
+    def declared_size(self) -> tuple[int, int] | None:
+        """``(height, width)`` of the image as the ground-truth file declares it, or ``None`` when it does not."""
+        ...
 
     def masks(self, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         """``(target, ignore)``: bool (H, W) each at the image's size; ``ignore`` pixels are left out of scoring.
@@ -88,9 +106,17 @@ class PolygonTruth:
 
     Attributes:
         polygons: in file order.
+        height, width: the file's ``imageHeight``/``imageWidth`` (0 when it has none).
     """
 
     polygons: tuple[Polygon, ...]
+    height: int = 0
+    width: int = 0
+    frame: ClassVar[str] = UPRIGHT
+
+    @property
+    def declared_size(self) -> tuple[int, int] | None:
+        return _declared(self.height, self.width)
 
     def masks(self, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         areas = []
@@ -121,6 +147,11 @@ class CocoTruth:
     segmentation: Any
     height: int
     width: int
+    frame: ClassVar[str] = STORED
+
+    @property
+    def declared_size(self) -> tuple[int, int] | None:
+        return _declared(self.height, self.width)
 
     def masks(self, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         if (height, width) != (self.height, self.width):
@@ -163,6 +194,11 @@ class RleTruth:
     ignore: tuple[dict[str, Any], ...] = ()
     height: int = 0
     width: int = 0
+    frame: ClassVar[str] = UPRIGHT
+
+    @property
+    def declared_size(self) -> tuple[int, int] | None:
+        return _declared(self.height, self.width)
 
     def masks(self, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         if self.height and (height, width) != (self.height, self.width):

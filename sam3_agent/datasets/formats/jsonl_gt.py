@@ -21,7 +21,8 @@ from typing import Any
 
 from ...errors import InputError
 from ...rle import decode_rle
-from ..batch.items import item_from_json, read_jsonl
+from ..batch.items import item_from_json
+from ..batch.jsonl import read_jsonl
 from .ground_truth import EvalSample, RleTruth
 
 

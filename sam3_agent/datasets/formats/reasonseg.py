@@ -6,11 +6,13 @@ Per image ``NAME.jpg`` there is ``NAME.json`` with (facts from the LISA reposito
 - ``is_sentence``: whether the queries are long sentences (true) or short phrases (false);
 - ``shapes``: polygons, each ``{"label": str, "points": [[x, y], ...], ...}`` in pixels; a label containing
   ``ignore`` (any case) marks a region left out of scoring, the label ``flag`` marks a deprecated shape that is
-  skipped, every other label is part of the target.
+  skipped, every other label is part of the target;
+- ``imageHeight``, ``imageWidth`` (LabelMe's, optional): the upright photo's size (``scoring.frames``).
 
 Each query is one sample (id ``NAME`` for a single query, ``NAME_1``, ``NAME_2``... for several), broken down by
 ``query_type`` (``short`` / ``long``, from ``is_sentence``), as LISA reports ReasonSeg. The target is rasterised
-as ReasonSeg's tools do (``ground_truth.PolygonTruth``).
+as ReasonSeg's tools do (``ground_truth.PolygonTruth``). Hidden and system files (a Mac's ``._NAME.json``...:
+``batch.hidden_files``) are skipped and counted in a log line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ..batch.hidden_files import without_hidden_files
 from ..batch.items import IMAGE_SUFFIXES
 from .ground_truth import EvalSample, Polygon, PolygonTruth
 
@@ -65,6 +68,11 @@ def _polygons(shapes: Any, where: str) -> tuple[Polygon, ...]:
     return tuple(polygons)
 
 
+def _size(data: dict[str, Any], key: str) -> int:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def read_reasonseg(folder: str | Path, images: str | Path | None = None) -> list[EvalSample]:
     """The samples of a ReasonSeg split folder (``NAME.json`` beside ``NAME.jpg``), in file-name order.
 
@@ -79,7 +87,7 @@ def read_reasonseg(folder: str | Path, images: str | Path | None = None) -> list
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder} is not a folder: give a ReasonSeg split folder (NAME.json beside NAME.jpg)")
-    files = sorted(folder.glob("*.json"))
+    files = without_hidden_files(sorted(folder.glob("*.json")), folder)  # a Mac's ._NAME.json is no annotation
     if not files:
         raise InputError(f"{folder} holds no .json annotation files: is it a ReasonSeg split folder?")
     samples = []
@@ -91,7 +99,8 @@ def read_reasonseg(folder: str | Path, images: str | Path | None = None) -> list
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
             raise InputError(f"{path}: \"text\" must be a query or a list of queries")
-        truth = PolygonTruth(_polygons(data.get("shapes"), str(path)))
+        truth = PolygonTruth(_polygons(data.get("shapes"), str(path)), _size(data, "imageHeight"),
+                             _size(data, "imageWidth"))
         query_type = "long" if bool(data.get("is_sentence", False)) else "short"
         image = _image_of(path, Path(images) if images is not None else folder)
         for number, text in enumerate(texts, start=1):

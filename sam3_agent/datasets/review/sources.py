@@ -9,7 +9,8 @@ once ``..`` and symlinks are resolved. Without a root, no folder can be opened b
 An uploaded .zip of a batch output is copied, member by member, into a folder of its own named by the SHA-256 of the
 .zip (so uploading the same file again reopens the same copy, with the reviews saved in it). Only the files a queue
 needs are copied (``manifest.json``, ``coco.json``, ``summary.json`` and, under ``items/<name>/``, ``trace.json``,
-``item.json``, ``review.json`` and the trace's ``images/`` and ``masks/`` files), each name checked against that
+``item.json``, ``review.json`` and the trace's ``images/`` and ``masks/`` files; names separated with ``/`` or, as some
+Windows tools write them, ``\\``), each name checked against that
 list, so no member can land outside the copy (absolute names, ``..``, links are never written); sizes are bounded as declared and as read.
 Each member copied passes ``safe_read.check_member`` (no encrypted member, no unknown compression) and is inflated in
 chunks, never past the size it declares. The copy is streamed to disk here rather than read
@@ -19,6 +20,7 @@ through ``trace.safe_read.ZipFiles`` (whose bounds are one trace's, held in memo
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
@@ -101,6 +103,12 @@ def find_batches(root: Path | None, max_depth: int = MAX_DEPTH, limit: int = MAX
     return sorted(found)
 
 
+def member_name(member: zipfile.ZipInfo) -> str:
+    """A member's name with ``/`` separators: a .zip made on Windows may separate with ``\\`` (the format says
+    ``/``; ``zipfile`` converts only on Windows). No name a queue needs holds a ``\\`` of its own."""
+    return member.filename.replace("\\", "/")
+
+
 def _batch_prefix(names: list[str]) -> str:
     """The folder inside the .zip that holds the batch (``""`` or ``"name/"``).
 
@@ -124,8 +132,10 @@ def _copy_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path
     Raises:
         InputError: an encrypted or unreadable member, or past ``budget``.
     """
+    checked = copy.copy(member)
+    checked.filename = member_name(member)  # its name is checked as it is used, with "/" separators
     try:
-        check_member(member, "the .zip")
+        check_member(checked, "the .zip")
     except TraceFormatError as error:
         raise InputError(str(error)) from None
     written = 0
@@ -192,12 +202,13 @@ def _wanted_members(members: list[zipfile.ZipInfo], max_unpacked: int) -> list[t
     """
     if len(members) > MAX_ZIP_MEMBERS:
         raise InputError(f"the .zip has {len(members)} files, more than the {MAX_ZIP_MEMBERS} a batch may have")
-    prefix = _batch_prefix([m.filename for m in members])
+    prefix = _batch_prefix([member_name(m) for m in members])
     wanted: list[tuple[zipfile.ZipInfo, str]] = []
     for member in members:
-        name = member.filename[len(prefix):] if member.filename.startswith(prefix) else None
+        full = member_name(member)
+        name = full[len(prefix):] if full.startswith(prefix) else None
         is_link = stat.S_ISLNK(member.external_attr >> 16)
-        if name and not is_link and not member.is_dir() and (name in _TOP or _ITEM_FILE.match(name)):
+        if name and not is_link and not full.endswith("/") and (name in _TOP or _ITEM_FILE.match(name)):
             wanted.append((member, name))
     if sum(m.file_size for m, _ in wanted) > max_unpacked:
         raise InputError(f"the .zip is larger than {max_unpacked // 2**20} MB once unpacked: review such a "

@@ -4,7 +4,8 @@ Each sample ran as a batch item (same id); its answer is read from the item's re
 its final masks, or nothing when the run answered "no mask", failed or ran out of rounds (those count as empty
 answers, so failures lower the scores instead of vanishing from them). A sample cannot be scored when it has no
 record (not run yet), its image could not be read, or its ground truth does not fit the image; such samples are
-listed with the reason and left out of the metrics.
+listed with the reason and left out of the metrics. On a photo with an EXIF orientation the ground truth is scored in
+the answer's (upright) frame, each format's frame followed and a frame the sizes cannot tell noted (``frames``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..batch.layout import BatchLayout
 from ..batch.outputs import model_notes
 from ..batch.records import ItemRecord
 from ..formats.ground_truth import EvalSample
+from .frames import upright_truth
 from .metrics import Metrics, SampleScore, breakdowns, intersection_union, summarize
 
 
@@ -69,7 +71,7 @@ def score_sample(sample: EvalSample, record: ItemRecord | None) -> SampleScore |
         return Unscored(sample.id, f"the image could not be read: {record.reason}")
     height, width = record.height, record.width
     try:
-        target, ignore = sample.truth.masks(height, width)
+        target, ignore, note = upright_truth(sample, height, width)
         prediction = prediction_mask(record, height, width)
     except (InputError, ValueError) as error:
         return Unscored(sample.id, str(error))
@@ -78,7 +80,7 @@ def score_sample(sample: EvalSample, record: ItemRecord | None) -> SampleScore |
         id=sample.id, query=sample.query, intersection=intersection, union=union,
         target_pixels=int((target & ~ignore).sum()), predicted_pixels=int((prediction & ~ignore).sum()),
         status=record.status, rounds=record.rounds, mistakes=dict(record.mistakes), seconds=record.seconds,
-        attributes=dict(sample.attributes),
+        attributes=dict(sample.attributes), note=note or "",
     )
 
 

@@ -68,6 +68,7 @@ class SampleScore:
         mistakes: ``{kind: count}`` of the run's rounds that ended in a mistake or fault.
         seconds: wall time of the item.
         attributes: the sample's breakdown keys (e.g. ``{"query_type": "long"}``).
+        note: how the ground truth's frame was chosen on a photo with an EXIF orientation ("" when nothing to say).
     """
 
     id: str
@@ -81,6 +82,7 @@ class SampleScore:
     mistakes: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     attributes: dict[str, str] = field(default_factory=dict)
+    note: str = ""
 
     @property
     def iou(self) -> float:

@@ -2,9 +2,10 @@
 
 Written into one folder (``OUT/eval`` by the CLI), every file atomically::
 
-    report.html          metrics, precision at IoU thresholds, breakdowns, plots, worst cases, unscored samples
-    metrics.json         the same numbers (``Metrics.to_json``) for scripts
-    samples.csv          one row per scored sample: IoU, I, U, pixels, status, rounds, mistakes, attributes
+    report.html          metrics, precision at IoU thresholds, breakdowns, plots, worst cases, unscored samples,
+                         frame notes (``frames``: photos with an EXIF orientation)
+    metrics.json         the same numbers (``Metrics.to_json``) for scripts, the unscored samples, the frame notes
+    samples.csv          one row per scored sample: IoU, I, U, pixels, status, rounds, mistakes, attributes, note
     plots/iou_histogram.png, plots/iou_vs_rounds.png      (matplotlib, Agg backend)
     worst/NNN.png        overlays of the worst samples: target only green, prediction only red, both yellow,
                          ignored grey
@@ -27,10 +28,11 @@ from PIL import Image
 from ...errors import InputError
 from ...images import load_image
 from ...imaging.draw import blend_fill
-from ..batch.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..batch.files import remove_leftovers, write_bytes_atomic, write_json_atomic, write_text_atomic
 from ..batch.layout import BatchLayout
 from ..formats.ground_truth import EvalSample
 from .evaluate import Evaluation, prediction_mask
+from .frames import upright_truth
 from .metrics import Metrics, SampleScore
 
 OVERLAY_LONG_SIDE = 480  # px: worst-case overlays are shown scaled down to this
@@ -117,12 +119,12 @@ def _csv(scores: Sequence[SampleScore]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["id", "query", "iou", "intersection", "union", "target_pixels", "predicted_pixels", "no_target",
-                     "status", "rounds", "mistakes", "seconds", "attributes"])
+                     "status", "rounds", "mistakes", "seconds", "attributes", "note"])
     for s in scores:
         writer.writerow([s.id, s.query, f"{s.iou:.6f}", s.intersection, s.union, s.target_pixels, s.predicted_pixels,
                          int(s.no_target), s.status, s.rounds,
                          ";".join(f"{k}:{v}" for k, v in sorted(s.mistakes.items())),
-                         f"{s.seconds:.3f}", ";".join(f"{k}={v}" for k, v in sorted(s.attributes.items()))])
+                         f"{s.seconds:.3f}", ";".join(f"{k}={v}" for k, v in sorted(s.attributes.items())), s.note])
     return buffer.getvalue()
 
 
@@ -154,6 +156,7 @@ def _metrics_document(evaluation: Evaluation, title: str) -> dict:
         "breakdowns": {name: {g: m.to_json() for g, m in groups.items()}
                        for name, groups in evaluation.breakdowns.items()},
         "unscored": [{"id": u.id, "reason": u.reason} for u in evaluation.unscored],
+        "frame_notes": [{"id": s.id, "note": s.note} for s in evaluation.scores if s.note],
     }
 
 
@@ -169,7 +172,7 @@ def _worst_figure(number: int, score: SampleScore, sample: EvalSample, layout: B
         caption += f' &middot; <a href="{html.escape(link)}">trace</a>'
     try:
         image = load_image(sample.image)
-        target, ignore = sample.truth.masks(image.height, image.width)
+        target, ignore, _note = upright_truth(sample, image.height, image.width)
         predicted = prediction_mask(record, image.height, image.width) if record else np.zeros_like(target)
         name = f"worst/{number:03d}.png"
         write_bytes_atomic(folder / name, _png(overlay(image, predicted, target, ignore)))
@@ -191,6 +194,7 @@ def _page(evaluation: Evaluation, title: str, plots: Sequence[str], figures: Seq
     """``report.html``: notes, metrics, breakdowns, plots, worst cases and the unscored samples."""
     notes_html = "".join(f'<p class="note">{html.escape(note)}</p>' for note in evaluation.notes)
     unscored_html = "".join(f"<li>{html.escape(u.id)}: {html.escape(u.reason)}</li>" for u in evaluation.unscored)
+    frame_html = "".join(f"<li>{html.escape(s.id)}: {html.escape(s.note)}</li>" for s in evaluation.scores if s.note)
     breakdown_html = "".join(f"<h3>by {html.escape(name)}</h3>{_table(groups)}"
                              for name, groups in evaluation.breakdowns.items() if groups)
     return f"""<!doctype html>
@@ -222,6 +226,8 @@ runs that ran out of rounds count as empty answers. Files: <a href="metrics.json
 {"".join(figures)}
 <h2>Not scored ({len(evaluation.unscored)})</h2>
 <ul>{unscored_html}</ul>
+<h2>Frame notes (photos with an EXIF orientation)</h2>
+<ul>{frame_html}</ul>
 </body></html>
 """
 
@@ -250,6 +256,8 @@ def write_report(
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    for own in (folder, folder / "plots", folder / "worst"):  # folders only the report writes
+        remove_leftovers(own)
     scores = evaluation.scores
     write_json_atomic(folder / "metrics.json", _metrics_document(evaluation, title))
     write_text_atomic(folder / "samples.csv", _csv(scores))
