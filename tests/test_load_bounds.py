@@ -3,15 +3,26 @@ session could not hold (issue 22, "Memory")."""
 
 from __future__ import annotations
 
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import KnownSegmenter, photo, tool
+from PIL import Image, ImageFile
+from pycocotools import mask as coco_mask
 
 from sam3_agent import rle
 from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.loop import Agent
-from sam3_agent.trace.io import trace_to_zip_bytes
+from sam3_agent.errors import TraceFormatError
+from sam3_agent.trace.io import load_trace_zip, trace_to_zip_bytes
 from sam3_agent.ui.correct.handlers import CorrectHandlers
+from sam3_agent.ui.correct.trace_upload import app_load_limits, trace_from_upload
 from sam3_agent.ui.inspect.handlers import InspectHandlers
 from sam3_agent.vlm.scripted import ScriptedVLM
 
@@ -53,3 +64,125 @@ def test_a_trace_with_300_masks_in_one_set_opens_in_correct(three_hundred_masks_
     warnings: list[str] = []
     outputs = CorrectHandlers(lambda: None, warnings.append, tmp_path / "app").upload(three_hundred_masks_zip)
     assert warnings == [] and "status-error" not in outputs.status
+
+
+# ------------------------------------------------------------------ what a load will hold, before decoding
+
+
+def blank_png(side: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("1", (side, side)).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def with_photo(data: bytes, side: int) -> bytes:
+    """``data`` (a trace .zip) with its photo replaced by a blank ``side`` x ``side`` 1-bit PNG and every mask set
+    made that size (empty masks): what a hand-made hostile file looks like."""
+    empty = coco_mask.encode(np.zeros((side, side, 1), dtype=np.uint8, order="F"))[0]["counts"].decode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        document = json.loads(src.read("trace.json"))
+        photo_file = document["photo"]["file"].rsplit(".", 1)[0] + ".png"
+        for info in src.infolist():
+            body = src.read(info.filename)
+            if info.filename == "trace.json":
+                document["photo"].update(file=photo_file, width=side, height=side)
+                body = json.dumps(document).encode()
+            elif info.filename.startswith("masks/"):
+                record = json.loads(body)
+                record["size"] = [side, side]
+                if "rle" in record:
+                    record["rle"] = [empty] * len(record["rle"])
+                body = json.dumps(record).encode()
+            elif info.filename.startswith("images/photo-"):
+                continue
+            dst.writestr(info.filename, body)
+        dst.writestr(photo_file, blank_png(side))
+    return out.getvalue()
+
+
+def via_inspect(path: str) -> str:
+    warnings: list[str] = []
+    state, status, *_ = InspectHandlers(warnings.append).load_trace(path)
+    assert state is None and "status-error" in status
+    return warnings[0]
+
+
+def via_correct(path: str) -> str:
+    warnings: list[str] = []
+    outputs = CorrectHandlers(lambda: None, warnings.append, Path(path).parent / "app").upload(path)
+    assert "Nothing was changed" in outputs.status
+    return warnings[0]
+
+
+@pytest.fixture
+def decoded_sizes(monkeypatch) -> list[tuple[int, int]]:
+    """The size of every image Pillow decodes while the test runs."""
+    sizes: list[tuple[int, int]] = []
+    original = ImageFile.ImageFile.load
+
+    def watched(image):
+        sizes.append(image.size)
+        return original(image)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", watched)
+    return sizes
+
+
+@pytest.mark.parametrize("loader", [via_inspect, via_correct])
+def test_a_tiny_zip_declaring_a_13000_px_photo_is_refused_before_decoding(three_hundred_masks_zip, tmp_path, loader,
+                                                                           decoded_sizes):
+    path = tmp_path / "bomb.zip"
+    path.write_bytes(with_photo(Path(three_hundred_masks_zip).read_bytes(), 13000))
+    assert path.stat().st_size < 10_000
+    message = loader(str(path))
+    assert "its photo is 13000x13000 pixels (169.0 MP), more than the 8.0 MP a trace may have here: open it on the " \
+           "command line instead" in message
+    assert (13000, 13000) not in decoded_sizes
+
+
+@pytest.mark.parametrize("loader", [via_inspect, via_correct])
+def test_a_photo_within_the_cap_with_many_masks_is_refused_on_its_estimate_before_decoding(
+        three_hundred_masks_zip, tmp_path, loader, decoded_sizes):
+    path = tmp_path / "many.zip"  # 7.84 MP: 31 MB as RGB, plus 100 full-size masks of 7.8 MB each
+    path.write_bytes(with_photo(Path(three_hundred_masks_zip).read_bytes(), 2800))
+    message = loader(str(path))
+    assert "it would hold about 778 MB once loaded (a 2800x2800 photo and 100 full-size masks), more than the 512 MB " \
+           "one session may use: open it on the command line instead" in message
+    assert (2800, 2800) not in decoded_sizes
+
+
+def test_the_command_line_reads_what_the_app_refuses(three_hundred_masks_zip):
+    trace = load_trace_zip(with_photo(Path(three_hundred_masks_zip).read_bytes(), 2800))
+    assert trace.image.size == (2800, 2800) and len(trace.final_masks) == 100
+
+
+def test_a_larger_photo_loads_where_the_caller_raises_the_limit(three_hundred_masks_zip):
+    data = with_photo(Path(three_hundred_masks_zip).read_bytes(), 3000)  # 9 MP: above the app's 8 MP
+    with pytest.raises(TraceFormatError, match=r"its photo is 3000x3000 pixels \(9.0 MP\), more than the 8.0 MP"):
+        trace_from_upload(data)
+    limits = app_load_limits(max_image_pixels=10_000_000, max_session_bytes=2 * 1024**3)
+    assert trace_from_upload(data, limits).image.size == (3000, 3000)
+
+
+PEAK_SCRIPT = """
+import resource, sys
+from sam3_agent.ui.correct.handlers import CorrectHandlers
+from sam3_agent.ui.inspect.handlers import InspectHandlers
+path, messages = sys.argv[1], []
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+InspectHandlers(messages.append).load_trace(path)
+CorrectHandlers(lambda: None, messages.append, None).upload(path)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(len(messages), peak // 1024)
+"""
+
+
+@pytest.mark.slow
+def test_refusing_the_13000_px_photo_costs_no_memory(three_hundred_masks_zip, tmp_path):
+    path = tmp_path / "bomb.zip"  # 676 MB as RGB once decoded; +967 MB peak in either tab before this issue
+    path.write_bytes(with_photo(Path(three_hundred_masks_zip).read_bytes(), 13000))
+    done = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(path)], capture_output=True, text=True,
+                          cwd=Path(__file__).parent.parent, timeout=120, check=True)
+    refusals, peak_mb = (int(v) for v in done.stdout.split())
+    assert refusals == 2 and peak_mb < 30, done.stdout

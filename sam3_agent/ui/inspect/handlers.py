@@ -16,9 +16,10 @@ import gradio as gr
 from PIL import Image
 
 from ...errors import TraceFormatError
+from ...trace.load_limits import LoadLimits
 from ...trace.safe_read import reading
 from ...types import Trace
-from ..correct.trace_upload import trace_from_upload
+from ..correct.trace_upload import app_load_limits, trace_from_upload
 from ..html import ImageUrls, render_context, render_final_masks, render_round, render_status, render_timeline
 from ..run.runner import display_overlay
 from ..view import (
@@ -63,10 +64,12 @@ def round_number(value: Any) -> int | None:
 
 
 class InspectHandlers:
-    """The Inspect tab's handlers; ``warn`` shows a message to the user (``gr.Warning`` in the app)."""
+    """The Inspect tab's handlers; ``warn`` shows a message to the user (``gr.Warning`` in the app); ``limits``: what
+    an upload may cost (default ``trace_upload.app_load_limits()``)."""
 
-    def __init__(self, warn: Callable[[str], None]) -> None:
+    def __init__(self, warn: Callable[[str], None], limits: LoadLimits | None = None) -> None:
         self.warn = warn
+        self.limits = limits or app_load_limits()
 
     def load_trace(self, path: str | None) -> tuple[InspectedTrace | None, str, Any, Any, Image.Image | None, str]:
         """Load an uploaded trace .zip or bundle .zip; returns (state, message, round number, round navigation
@@ -79,7 +82,7 @@ class InspectHandlers:
             return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, None, ""
         try:
             with reading("the uploaded file"):  # any fault while reading it becomes the project's message
-                trace = trace_from_upload(path)  # a trace .zip or a bundle .zip, read within bounds
+                trace = trace_from_upload(path, self.limits)  # a trace .zip or a bundle .zip, read within bounds
                 rounds = trace_round_views(trace)
         except TraceFormatError as error:
             message = sentence(f"Cannot read this trace: {error}")

@@ -33,6 +33,7 @@ from ...trace.io import TraceWriter
 from ...types import Trace
 from ..context_view import context_panel
 from ..correct.handlers import CorrectHandlers
+from ..correct.trace_upload import app_load_limits
 from ..html import ImageUrls, RunPage, render_context, render_status
 from ..inspect.handlers import InspectHandlers
 from ..run_view import RunView
@@ -89,8 +90,9 @@ class Handlers(SharedObject):
         self.root = root or Path(tempfile.mkdtemp(prefix="sam3_agent_app_"))
         self._sessions: dict[str, RunSlot] = {}
         self._lock = threading.Lock()
-        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root, gpu=gpu)
-        self.inspect = InspectHandlers(self.warn)
+        limits = app_load_limits(factory.settings.max_image_pixels)
+        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root, gpu=gpu, limits=limits)
+        self.inspect = InspectHandlers(self.warn, limits)
 
     def close(self) -> None:
         """Remove every file this process wrote for downloads."""
