@@ -23,7 +23,9 @@ from sam3_agent.errors import TraceFormatError
 from sam3_agent.trace.io import load_trace_zip, trace_to_zip_bytes
 from sam3_agent.ui.correct.handlers import CorrectHandlers
 from sam3_agent.ui.correct.trace_upload import app_load_limits, trace_from_upload
-from sam3_agent.ui.inspect.handlers import InspectHandlers
+from sam3_agent.ui.inspect.handlers import INSPECT_TEXTS, InspectHandlers
+from sam3_agent.ui.memory_size import held_bytes
+from sam3_agent.ui.session_store import SessionStore
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 # ------------------------------------------------------------------ many masks in one set
@@ -168,7 +170,9 @@ def test_a_larger_photo_loads_where_the_caller_raises_the_limit(three_hundred_ma
 PEAK_SCRIPT = """
 import resource, sys
 from sam3_agent.ui.correct.handlers import CorrectHandlers
-from sam3_agent.ui.inspect.handlers import InspectHandlers
+from sam3_agent.ui.inspect.handlers import INSPECT_TEXTS, InspectHandlers
+from sam3_agent.ui.memory_size import held_bytes
+from sam3_agent.ui.session_store import SessionStore
 path, messages = sys.argv[1], []
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 InspectHandlers(messages.append).load_trace(path)
@@ -186,3 +190,58 @@ def test_refusing_the_13000_px_photo_costs_no_memory(three_hundred_masks_zip, tm
                           cwd=Path(__file__).parent.parent, timeout=120, check=True)
     refusals, peak_mb = (int(v) for v in done.stdout.split())
     assert refusals == 2 and peak_mb < 30, done.stdout
+
+
+# ------------------------------------------------------------------ Inspect keeps traces in the bounded store
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Browser:
+    """What Gradio hands a handler as ``gr.Request``: the browser session's id."""
+
+    def __init__(self, session_hash: str) -> None:
+        self.session_hash = session_hash
+
+
+def test_an_inspected_trace_lives_in_the_store_until_its_time_to_live(three_hundred_masks_zip):
+    clock = Clock()
+    inspect = InspectHandlers(lambda message: None, store=SessionStore(ttl_s=600, clock=clock,
+                                                                       texts=INSPECT_TEXTS))
+    key = inspect.load_trace(three_hundred_masks_zip, None, Browser("tab-1"))[0]
+    assert isinstance(key, str) and inspect.store.info()[0] == 1
+    clock.now = 599
+    assert "found masks: 300" in inspect.show_round(key, 1)[0]  # a use restarts the clock
+    clock.now = 1199
+    assert inspect.step_round(key, 1, 1) == 2
+    clock.now = 1800
+    round_html, _, timeline = inspect.show_round(key, 1)
+    assert "This inspected trace is no longer open (sessions close 10 minutes after their last use" in round_html
+    assert "upload the trace again" in round_html and timeline == ""
+    assert inspect.store.info() == (0, 0)
+
+
+def test_an_inspected_trace_goes_when_its_tab_closes_or_loads_another(three_hundred_masks_zip):
+    inspect = InspectHandlers(lambda message: None)
+    first = inspect.load_trace(three_hundred_masks_zip, None, Browser("tab-1"))[0]
+    second = inspect.load_trace(three_hundred_masks_zip, first, Browser("tab-1"))[0]  # the same tab, a new upload
+    other = inspect.load_trace(three_hundred_masks_zip, None, Browser("tab-2"))[0]
+    assert inspect.loaded(first) is None and inspect.store.info()[0] == 2
+    inspect.drop_owner("tab-1")
+    assert inspect.loaded(second) is None and inspect.loaded(other) is not None
+
+
+def test_inspected_traces_together_stay_within_the_stores_total(three_hundred_masks_zip):
+    probe = InspectHandlers(lambda message: None)
+    size = held_bytes(probe.loaded(probe.load_trace(three_hundred_masks_zip)[0]))
+    inspect = InspectHandlers(lambda message: None, store=SessionStore(max_total_bytes=2 * size + size // 2))
+    keys = [inspect.load_trace(three_hundred_masks_zip, None, Browser(f"tab-{i}"))[0] for i in range(3)]
+    assert inspect.loaded(keys[0]) is None and all(inspect.loaded(k) is not None for k in keys[1:])
+    count, total = inspect.store.info()
+    assert count == 2 and total <= 2 * size + size // 2

@@ -329,10 +329,16 @@ class Handlers(SharedObject):
             panel = live
         return render_context(panel, ImageUrls(), latest=latest)
 
+    def correct_inspected(self, key: str | None, previous: Any = None, request: gr.Request | None = None) -> Any:
+        """"Correct this trace" in the Inspect tab: the trace loaded under ``key`` opens in the Correct tab."""
+        return self.correct.from_inspected(self.inspect.loaded(key), previous, request)
+
     def unload(self, request: gr.Request) -> None:
-        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions."""
+        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions and
+        inspected traces."""
         session = getattr(request, "session_hash", None)
         self.correct.drop_owner(session)
+        self.inspect.drop_owner(session)
         with self._lock:
             slot = self._sessions.pop(session, None) if session else None
         if slot is not None and slot.run is not None and slot.active:
