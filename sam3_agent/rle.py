@@ -164,11 +164,21 @@ def decode_all(counts: Sequence[bytes], height: int, width: int) -> np.ndarray:
     return np.ascontiguousarray(decoded.transpose(2, 0, 1)).view(bool)
 
 
+# pycocotools 2.0.x ``mask.area`` builds its result from ``np.array((n,), dtype=np.uint8)``: 256 masks or more in one
+# call overflow (``OverflowError``). Its areas themselves are uint32, so calls of at most 255 masks are exact.
+_AREA_BATCH = 255
+
+
 def areas(counts: Sequence[bytes], height: int, width: int) -> np.ndarray:
-    """Pixel count of each mask, int64 (N,), read from the runs."""
+    """Pixel count of each mask, int64 (N,), read from the runs (``pycocotools.mask.area``, in batches of
+    ``_AREA_BATCH`` masks: see there)."""
     if not counts or height * width == 0:
         return np.zeros(len(counts), dtype=np.int64)
-    return np.asarray(coco_mask.area(_objects(counts, height, width)), dtype=np.int64).reshape(-1)
+    objects = _objects(counts, height, width)
+    return np.concatenate([
+        np.asarray(coco_mask.area(objects[start:start + _AREA_BATCH]), dtype=np.int64).reshape(-1)
+        for start in range(0, len(objects), _AREA_BATCH)
+    ])
 
 
 def tight_boxes(counts: Sequence[bytes], height: int, width: int) -> np.ndarray:

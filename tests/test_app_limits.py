@@ -47,4 +47,4 @@ def test_a_run_at_the_apps_photo_limit_writes_a_trace_the_app_reads_back(tmp_pat
     assert 0 < os.path.getsize(trace_zip) < MAX_ZIP_BYTES
     state, message, *_ = handlers.inspect.load_trace(trace_zip)
     assert state is not None and "Done: 2 masks selected after 4 rounds." in message
-    assert state.trace.image.size == (width, height)
+    assert handlers.inspect.loaded(state).trace.image.size == (width, height)

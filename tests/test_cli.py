@@ -11,6 +11,7 @@ from conftest import ASSETS, tool
 from PIL import Image
 
 from sam3_agent.cli.main import main
+from sam3_agent.errors import EXIT_SAVE
 from sam3_agent.imaging.overlay import render_numbered_overlay
 from sam3_agent.imaging.postprocess import postprocess_masks
 from sam3_agent.presets import tiny_model_paths
@@ -234,3 +235,22 @@ def test_sigterm_during_a_run_still_writes_a_cancelled_trace(tmp_path):
     assert "cancelled: stopped by the user (Ctrl-C or SIGTERM)" in stderr
     trace = load_trace(out)
     assert trace.status == "cancelled" and len(trace.rounds) >= 2
+
+
+def test_a_full_disk_while_writing_the_overlay_leaves_no_truncated_file(tmp_path, capsys, script_file, monkeypatch):
+    import errno
+
+    original = Path.write_bytes
+
+    def disk_fills(self, data):  # the disk fills half-way through the overlay's bytes
+        if "final_overlay.png" in self.name:
+            original(self, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return original(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", disk_fills)
+    out = tmp_path / "out"
+    code, _, stderr = run_cli(["run", "--preset", "tiny", "--image", COFFEE, "--query", "the spoon", "--out", str(out),
+                               "--script", str(script_file)], capsys)
+    assert code == EXIT_SAVE and "its outputs could not be written" in stderr and "No space left on device" in stderr
+    assert sorted(p.name for p in out.iterdir() if "final" in p.name) == []  # no half-written overlay, no leftovers

@@ -501,10 +501,11 @@ def test_the_inspect_tab_reads_a_bundle_says_it_holds_edits_and_hands_it_to_the_
     path.write_bytes(bundle_bytes(session.trace, correct.set_shown(session, [0]).state))
     inspected, message, *_ = app_handlers.inspect.load_trace(str(path))
     assert "1 hand correction saved with it" in message
-    out = app_handlers.correct.from_inspected(inspected)
+    out = app_handlers.correct_inspected(inspected)  # the key the Inspect tab's state holds
     opened_session = app_handlers.correct.session(out.session)
     assert out.tabs.selected == "correct" and [row.on for row in mask_rows(opened_session)] == [True, False]
-    assert load_bundle(path.read_bytes()).state.cursor == 1 and len(inspected.trace.edits) == 1
+    assert load_bundle(path.read_bytes()).state.cursor == 1
+    assert len(app_handlers.inspect.loaded(inspected).trace.edits) == 1
 
 
 def test_a_point_model_that_cannot_load_leaves_the_app_serving_and_point_clicks_say_why(tmp_path, session):

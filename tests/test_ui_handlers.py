@@ -408,7 +408,7 @@ def saved_trace(tmp_path_factory):
 def test_a_saved_trace_steps_round_by_round_with_the_same_views(tmp_path, saved_trace):
     inspect = make_handlers(tmp_path).inspect
     state, message, number, navigation, final_image, final_masks = inspect.load_trace(saved_trace)
-    assert len(state.rounds) == 4
+    assert len(inspect.loaded(state).rounds) == 4
     assert "Query: &#x27;the child on the left&#x27;. Done: 1 mask selected after 4 rounds. VLM: scripted." in message
     assert number == 1 and navigation == {"__type__": "update", "visible": True}
     assert final_image.size == (512, 512) and '<tr data-mask="1">' in final_masks
@@ -462,7 +462,7 @@ def test_a_one_round_trace_steps_nowhere(tmp_path):
     handlers = make_handlers(tmp_path, script={"main": [tool("report_no_mask", "nothing here")], "verify": []})
     _, downloads = finished_downloads(handlers, COFFEE, "a giraffe")
     state, message, number, navigation, final_image, final_masks = handlers.inspect.load_trace(downloads[1])
-    assert len(state.rounds) == 1 and "No mask: the model reported that nothing matches" in message
+    assert len(handlers.inspect.loaded(state).rounds) == 1 and "No mask: the model reported that nothing matches" in message
     assert handlers.inspect.step_round(state, 1, 1) == 1 and handlers.inspect.step_round(state, 1, -1) == 1
     assert final_image is None and "No final masks." in final_masks
     assert "There is no round 2: this trace has round 1." in handlers.inspect.show_round(state, 2)[0]

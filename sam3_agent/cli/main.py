@@ -2,7 +2,7 @@
 
 Prints each round as it happens and writes to DIR: the trace (``trace.json``, ``images/``, ``masks/``; saved
 after every round on a background thread, so a killed run keeps its finished rounds), ``final_overlay.png`` and
-``final_masks.json`` (COCO results format).
+``final_masks.json`` (COCO results format), each written under a temporary name and renamed into place.
 
 ``python -m sam3_agent export TRACE --coco out.json [--png-dir DIR] [--bundle out.zip]`` writes the corrected
 masks of a saved run (the agent's answer with the hand edits recorded in the trace applied) as COCO JSON, one PNG
@@ -47,6 +47,7 @@ from ..imaging.overlay import render_numbered_overlay
 from ..mask_set import to_coco_results
 from ..messages import ToolCall
 from ..trace.encode import photo_file_of
+from ..trace.writer import write_atomic
 from ..vlm.image_fit import ImageLimits, check_photo
 from .datasets import DATASET_COMMANDS, add_dataset_commands, dataset_command
 from .flags import add_model_arguments, agent_config, backend_settings, with_planned_batch
@@ -155,8 +156,9 @@ def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) ->
                            [cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY])
     if not ok:
         raise OSError("the final overlay could not be encoded as PNG")
-    (out / "final_overlay.png").write_bytes(png.tobytes())
-    (out / "final_masks.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    # temporary names renamed into place: a full disk never leaves a truncated file under the real name
+    write_atomic(out / "final_overlay.png", png.tobytes())
+    write_atomic(out / "final_masks.json", json.dumps(results, indent=1).encode("utf-8"))
 
 
 def prepare_out_dir(out: Path) -> None:

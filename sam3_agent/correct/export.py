@@ -43,6 +43,7 @@ from ..edit_ops import AGENT_ORIGIN
 from ..errors import InputError, TraceFormatError, describe
 from ..rle import encode_rle
 from ..trace.io import TRACE_FILE, load_trace, trace_files, trace_from_json
+from ..trace.load_limits import COMMAND_LINE_LIMITS, LoadLimits
 from ..trace.safe_decode import DecodeBudget, masks_for_image
 from ..trace.safe_read import (
     MAX_ZIP_BYTES,
@@ -256,8 +257,9 @@ def _read_json(archive: ZipFiles, name: str) -> Any:
         raise TraceFormatError(f"the bundle has no {name}; export it again") from None
 
 
-def load_bundle(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES) -> Bundle:
-    """Import a bundle made by :func:`bundle_bytes` (its bytes or its path).
+def load_bundle(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES, limits: LoadLimits = COMMAND_LINE_LIMITS) -> Bundle:
+    """Import a bundle made by :func:`bundle_bytes` (its bytes or its path); its trace is read within ``limits``
+    (``trace.load_limits``).
 
     Raises:
         TraceFormatError: not a zip or not a bundle, too large, unsafe (``trace.safe_read``), unknown version, a malformed
@@ -277,7 +279,7 @@ def load_bundle(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES) -> Bun
         def read(relative: str) -> bytes:
             return archive.read(TRACE_PREFIX + relative)
 
-        trace = trace_from_json(document, read)
+        trace = trace_from_json(document, read, limits)
         width, height = trace.image.size
         state = EditState.from_trace(trace)
         for name, expected in (("agent_masks.json", items_from_masks(trace.final_masks, state.label)),

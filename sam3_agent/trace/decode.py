@@ -27,7 +27,8 @@ from ..imaging.views import RENDERER_VERSION, MaskView
 from ..mask_set import Masks
 from ..messages import ImagePart, Message, Part, TextPart
 from ..types import SCHEMA_VERSION, MaskVerdict, ToolResult, Trace
-from .encode import IMAGE_DIR, IMAGE_NAME, MAX_PHOTO_PIXELS, PHOTO_NAME
+from .encode import IMAGE_DIR, IMAGE_NAME, PHOTO_NAME
+from .load_limits import COMMAND_LINE_LIMITS, LoadLimits, added_masks, check_held, check_photo_pixels, mask_count
 from .safe_decode import (
     DecodeBudget,
     check_edit_masks,
@@ -79,8 +80,10 @@ def check_set_size(size: Any, photo: Image.Image, what: str) -> tuple[int, int]:
 class _Reader:
     """Rebuilds a version-2 trace; files are read (and checked) once, when first referenced."""
 
-    def __init__(self, document: dict[str, Any], load_bytes: Callable[[str], bytes]) -> None:
+    def __init__(self, document: dict[str, Any], load_bytes: Callable[[str], bytes],
+                 limits: LoadLimits = COMMAND_LINE_LIMITS) -> None:
         self._load = load_bytes
+        self._limits = limits
         self._document = document
         self._files: list[str] = [self._checked_path(p) for p in document["mask_files"]]
         self._sets: dict[int, Masks] = {}
@@ -108,9 +111,13 @@ class _Reader:
 
     def _photo(self, path: str) -> Image.Image:
         data = self._bytes(path)
-        check_image_size(data, f"the photo {path}", max_pixels=MAX_PHOTO_PIXELS, budget=self.budget)
+        width, height = check_image_size(data, f"the photo {path}", max_pixels=None, budget=self.budget)
+        check_photo_pixels(width, height, self._limits)
+        final = self._document.get("final_masks")
+        masks = mask_count(self._set_record(self._files[final])) if final in range(len(self._files)) else 0
+        check_held(width, height, masks + added_masks(self._document.get("edits")), len(data), self._limits)
         try:
-            return load_image(data, max_pixels=MAX_PHOTO_PIXELS)
+            return load_image(data, max_pixels=self._limits.max_photo_pixels)
         except InputError as error:
             raise TraceFormatError(f"the photo {path} cannot be read: {error}") from None
 
@@ -232,7 +239,7 @@ def _read_edits(data: Any) -> list:
     return [op_from_json(op) for op in data]
 
 
-def _v1_trace(document: dict[str, Any], load_bytes: Callable[[str], bytes]) -> Trace:
+def _v1_trace(document: dict[str, Any], load_bytes: Callable[[str], bytes], limits: LoadLimits) -> Trace:
     """Migrate a version-1 document (see ``trace_v1``)."""
     cache: dict[str, Image.Image] = {}
     budget = DecodeBudget()
@@ -248,6 +255,12 @@ def _v1_trace(document: dict[str, Any], load_bytes: Callable[[str], bytes]) -> T
             except (OSError, KeyError):
                 raise TraceFormatError(f"image {path} is missing from the trace") from None
             limit = view_size_limit(*raw[0].size) if raw else None
+            if not raw:  # the photo: bounded by the loader's limits before it is decoded
+                width, height = check_image_size(data, f"image {path}", max_pixels=None)
+                check_photo_pixels(width, height, limits)
+                final = document.get("final_masks")
+                masks = mask_count(final) + added_masks(document.get("edits"))
+                check_held(width, height, masks, 0, limits)
             cache[name] = decode_image(data, f"image {path}", limit, budget=budget)
         return cache[name]
 
@@ -274,9 +287,11 @@ def _v1_trace(document: dict[str, Any], load_bytes: Callable[[str], bytes]) -> T
     )
 
 
-def trace_from_json(document: dict[str, Any], load_bytes: Callable[[str], bytes]) -> Trace:
+def trace_from_json(document: dict[str, Any], load_bytes: Callable[[str], bytes],
+                    limits: LoadLimits = COMMAND_LINE_LIMITS) -> Trace:
     """Rebuild a trace from its ``trace.json`` document; ``load_bytes(relative_path) -> bytes`` reads the other
-    files. Reads schema versions 1 (migrated, see ``trace_v1``) and 2.
+    files. Reads schema versions 1 (migrated, see ``trace_v1``) and 2. ``limits`` bound the photo and what the load
+    will hold, checked before the photo is decoded (``trace.load_limits``).
 
     Raises:
         TraceFormatError: unknown schema version, missing fields, bad values or missing files.
@@ -289,7 +304,8 @@ def trace_from_json(document: dict[str, Any], load_bytes: Callable[[str], bytes]
             f"trace schema_version {version!r} is not supported (this version reads 1 to {SCHEMA_VERSION})"
         )
     try:
-        trace = _v1_trace(document, load_bytes) if version == 1 else _Reader(document, load_bytes).trace()
+        trace = (_v1_trace(document, load_bytes, limits) if version == 1
+                 else _Reader(document, load_bytes, limits).trace())
     except TraceFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:

@@ -34,11 +34,12 @@ from ..errors import TraceFormatError
 from ..types import Trace
 from .decode import read_mask_set, trace_from_json
 from .encode import IMAGE_DIR, MASK_DIR, TRACE_FILE, TraceEncoder, trace_files
+from .load_limits import COMMAND_LINE_LIMITS, LoadLimits
 from .safe_read import MAX_ZIP_BYTES, FolderFiles, ZipFiles, read_json, reading, regular_file
 from .writer import TraceWriter, write_folder, zip_files
 
 __all__ = [
-    "IMAGE_DIR", "MASK_DIR", "MAX_ZIP_BYTES", "TRACE_FILE", "TraceEncoder", "TraceWriter", "load_trace",
+    "IMAGE_DIR", "MASK_DIR", "MAX_ZIP_BYTES", "TRACE_FILE", "LoadLimits", "TraceEncoder", "TraceWriter", "load_trace",
     "load_trace_zip", "read_mask_set", "save_trace", "trace_files", "trace_from_json", "trace_to_zip_bytes",
     "zip_files",
 ]
@@ -64,8 +65,9 @@ def save_trace(trace: Trace, folder: str | Path) -> Path:
     return write_folder(Path(folder), trace_files(trace))
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Load a trace from a folder, its ``trace.json``, or a ``.zip`` made by ``trace_to_zip_bytes``.
+def load_trace(path: str | Path, limits: LoadLimits = COMMAND_LINE_LIMITS) -> Trace:
+    """Load a trace from a folder, its ``trace.json``, or a ``.zip`` made by ``trace_to_zip_bytes``, within ``limits``
+    (``trace.load_limits``: the photo's pixel cap and what the load may hold; by default what the command line makes).
 
     Raises:
         TraceFormatError: the file is missing, not a trace, malformed, too large or unsafe (``trace.safe_read``).
@@ -76,13 +78,13 @@ def load_trace(path: str | Path) -> Trace:
     with reading(f"the trace {str(path)!r}"):
         path = regular_file(path, "the trace")
         if path.suffix.lower() == ".zip":
-            return load_trace_zip(path)
+            return load_trace_zip(path, limits=limits)
         files = FolderFiles(path.parent, f"the trace folder {str(path.parent)!r}")
-        return trace_from_json(read_json(files, path.name, "the trace folder"), files.read)
+        return trace_from_json(read_json(files, path.name, "the trace folder"), files.read, limits)
 
 
-def load_trace_zip(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES) -> Trace:
-    """Load a trace from a ``.zip`` made by ``trace_to_zip_bytes`` (its bytes or its path).
+def load_trace_zip(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES, limits: LoadLimits = COMMAND_LINE_LIMITS) -> Trace:
+    """Load a trace from a ``.zip`` made by ``trace_to_zip_bytes`` (its bytes or its path), within ``limits``.
 
     Raises:
         TraceFormatError: empty, oversized (compressed or uncompressed), not a zip, unsafe, or not a trace.
@@ -90,4 +92,4 @@ def load_trace_zip(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES) -> 
     with reading("the trace .zip"), ZipFiles(data, "the trace .zip", max_bytes) as files:
         if TRACE_FILE not in files.names():
             raise TraceFormatError(f"the .zip has no {TRACE_FILE}: it is not a trace saved by SAM3 Agent")
-        return trace_from_json(read_json(files, TRACE_FILE, "the .zip"), files.read)
+        return trace_from_json(read_json(files, TRACE_FILE, "the .zip"), files.read, limits)

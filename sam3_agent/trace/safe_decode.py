@@ -56,9 +56,10 @@ def view_size_limit(width: int, height: int) -> tuple[int, int]:
 
 
 def check_image_size(data: bytes, what: str, max_size: tuple[int, int] | None = None,
-                     max_pixels: int = MAX_PIXELS, budget: DecodeBudget | None = None) -> tuple[int, int]:
+                     max_pixels: int | None = MAX_PIXELS, budget: DecodeBudget | None = None) -> tuple[int, int]:
     """The (width, height) an encoded image declares in its header, checked before any pixel is decoded: at most
-    ``max_size`` (width, height) and ``max_pixels`` pixels, counted against ``budget`` (3 bytes a pixel).
+    ``max_size`` (width, height) and ``max_pixels`` pixels (``None``: the caller checks), counted against ``budget``
+    (3 bytes a pixel).
 
     Raises:
         TraceFormatError: not an image, or larger than allowed.
@@ -69,11 +70,12 @@ def check_image_size(data: bytes, what: str, max_size: tuple[int, int] | None = 
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
     except Image.DecompressionBombError:  # Pillow refuses headers above twice its MAX_IMAGE_PIXELS unread
-        raise TraceFormatError(f"{what} has far more pixels than this trace's images can have ({max_pixels:,} at "
-                               "most): the file is damaged or was not saved by SAM3 Agent") from None
+        most = "" if max_pixels is None else f" ({max_pixels:,} at most)"
+        raise TraceFormatError(f"{what} has far more pixels than this trace's images can have{most}: the file is "
+                               "damaged or was not saved by SAM3 Agent") from None
     except (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, zlib.error) as error:
         raise TraceFormatError(f"{what} is missing or unreadable: {describe(error)}") from None
-    if width * height > max_pixels or (max_size is not None and (width > max_size[0] or height > max_size[1])):
+    if (max_pixels is not None and width * height > max_pixels) or (max_size is not None and (width > max_size[0] or height > max_size[1])):
         limit = f"{max_size[0]}x{max_size[1]}" if max_size is not None else f"{max_pixels:,} pixels"
         raise TraceFormatError(f"{what} is {width}x{height} pixels, larger than this trace's images can be "
                                f"({limit}): the file is damaged or was not saved by SAM3 Agent")

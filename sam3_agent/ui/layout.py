@@ -83,7 +83,7 @@ def _hand_to_correct(handlers: Handlers, slot: gr.State, correct_run: gr.Button,
     """"Correct these masks" (Run tab) and "Correct this trace" (Inspect tab) load their trace in the Correct tab."""
     correct_run.click(handlers.correct.from_run, inputs=[slot, correct.session], outputs=correct.outputs,
                       api_visibility="private", show_progress="hidden")
-    inspected.correct_button.click(handlers.correct.from_inspected, inputs=[inspected.state, correct.session],
+    inspected.correct_button.click(handlers.correct_inspected, inputs=[inspected.state, correct.session],
                                    outputs=correct.outputs, api_visibility="private", show_progress="hidden")
 
 

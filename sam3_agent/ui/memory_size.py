@@ -1,4 +1,4 @@
-"""How much pixel and array memory an object holds: what bounds a per-session store (``ui.correct.store``).
+"""How much pixel and array memory an object holds: what bounds a per-session store (``ui.session_store``).
 
 Counts the big buffers (numpy arrays, PIL images, torch tensors, ``bytes``) reachable from an object through
 dataclass fields, ``__dict__`` / ``__slots__`` attributes, lists, tuples, sets and dict values; each buffer is

@@ -24,6 +24,7 @@ from ...errors import BackendError, InputError, TraceFormatError
 from ...sam.tracker import PointMask
 from ...shared import SharedObject
 from ...trace.io import trace_to_zip_bytes
+from ...trace.load_limits import LoadLimits
 from ...types import Trace
 from ..html import render_status
 from ..view import StatusLine
@@ -31,7 +32,7 @@ from . import actions as correct
 from .session import CorrectSession, corrected_trace
 from .store import CorrectSessions
 from .tools import BRUSH_TOOLS, TOOL_ERASE, TOOL_NEGATIVE, TOOL_POSITIVE
-from .trace_upload import trace_from_upload
+from .trace_upload import app_load_limits, trace_from_upload
 from .view import (
     agent_overlay,
     corrected_overlay,
@@ -131,6 +132,7 @@ class CorrectHandlers(SharedObject):
         gpu: wraps the point model's call (``spaces.GPU`` on ZeroGPU Spaces; default: none). Only the model call
             takes a GPU, with plain arguments (image, clicks) and result (``PointMask``): the session never leaves
             this process.
+        limits: what an upload may cost (default ``trace_upload.app_load_limits()``).
     """
 
     def __init__(
@@ -140,8 +142,10 @@ class CorrectHandlers(SharedObject):
         root: Path,
         sessions: CorrectSessions | None = None,
         gpu: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+        limits: LoadLimits | None = None,
     ) -> None:
         self.point_segmenter = point_segmenter
+        self.limits = limits or app_load_limits()
         self.warn = warn
         self.root = root
         self.sessions = sessions if sessions is not None else CorrectSessions(on_drop=self._remove_exports)
@@ -210,7 +214,7 @@ class CorrectHandlers(SharedObject):
         if not path:
             return refused("no file: upload a bundle or trace .zip saved by this app")
         try:
-            trace = trace_from_upload(path)
+            trace = trace_from_upload(path, self.limits)
         except TraceFormatError as error:
             self.warn(f"Cannot read this file: {error}")
             return refused(f"cannot read this file: {error}")

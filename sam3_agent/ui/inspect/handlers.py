@@ -2,7 +2,9 @@
 
 ``load_trace`` reads the file; ``show_round`` gives one round with its reasoning open, its context and the
 timeline of every round (tool, outcome, time, tokens); ``step_round`` and ``pick_round`` (a timeline row
-clicked) move between rounds. No model is needed. The loaded trace lives in the tab's ``gr.State``.
+clicked) move between rounds. No model is needed. The loaded trace lives in a ``ui.session_store.SessionStore``
+(bounded in time and memory, dropped when its tab closes: the same store the Correct tab uses); the tab's
+``gr.State`` holds only its key.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
-from ...errors import TraceFormatError
+from ...errors import InputError, TraceFormatError
+from ...trace.load_limits import LoadLimits
 from ...trace.safe_read import reading
 from ...types import Trace
-from ..correct.trace_upload import trace_from_upload
+from ..correct.trace_upload import app_load_limits, trace_from_upload
 from ..html import ImageUrls, render_context, render_final_masks, render_round, render_status, render_timeline
 from ..run.runner import display_overlay
+from ..session_store import SessionStore, StoreTexts, expired_message
 from ..view import (
     InspectedRound,
     StatusLine,
@@ -36,11 +40,13 @@ logger = logging.getLogger(__name__)
 
 INSPECT_CONTEXT_PLACEHOLDER = "The context of the round you open appears here."
 INSPECT_EMPTY = "Upload a trace .zip saved by this app (a run's downloads, or an export of the Correct tab)."
+INSPECT_TEXTS = StoreTexts(what="inspected trace", reopen="upload the trace again",
+                           smaller="inspect a trace with a smaller photo")
 
 
 @dataclass
 class InspectedTrace:
-    """A loaded trace and its views (kept in the inspection tab's ``gr.State``)."""
+    """A loaded trace and its views (kept in the Inspect tab's store, under the key its ``gr.State`` holds)."""
 
     trace: Trace
     rounds: list[InspectedRound]
@@ -63,45 +69,69 @@ def round_number(value: Any) -> int | None:
 
 
 class InspectHandlers:
-    """The Inspect tab's handlers; ``warn`` shows a message to the user (``gr.Warning`` in the app)."""
+    """The Inspect tab's handlers; ``warn`` shows a message to the user (``gr.Warning`` in the app); ``limits``: what
+    an upload may cost (default ``trace_upload.app_load_limits()``); ``store``: where loaded traces live (default a
+    ``SessionStore`` with its default bounds)."""
 
-    def __init__(self, warn: Callable[[str], None]) -> None:
+    def __init__(self, warn: Callable[[str], None], limits: LoadLimits | None = None,
+                 store: SessionStore | None = None) -> None:
         self.warn = warn
+        self.limits = limits or app_load_limits()
+        self.store = store if store is not None else SessionStore(texts=INSPECT_TEXTS)
 
-    def load_trace(self, path: str | None) -> tuple[InspectedTrace | None, str, Any, Any, Image.Image | None, str]:
-        """Load an uploaded trace .zip or bundle .zip; returns (state, message, round number, round navigation
-        (shown only with a trace), final overlay, final masks).
+    def loaded(self, key: str | None) -> InspectedTrace | None:
+        """The trace loaded under ``key``, or ``None`` when there is none (never loaded, expired or dropped)."""
+        if key is None:
+            return None
+        try:
+            return self.store.get(key)
+        except InputError:
+            return None
+
+    def drop_owner(self, owner: str | None) -> None:
+        """Forget the traces of the browser session ``owner`` (its tab closed)."""
+        self.store.drop_owner(owner)
+
+    def load_trace(self, path: str | None, previous: str | None = None, request: gr.Request | None = None
+                   ) -> tuple[str | None, str, Any, Any, Image.Image | None, str]:
+        """Load an uploaded trace .zip or bundle .zip; returns (its key in the store, message, round number, round
+        navigation (shown only with a trace), final overlay, final masks). The tab's ``previous`` trace is dropped.
 
         A malformed or oversized file gives a clear message (and a warning) instead of a state.
         """
         hidden = gr.update(visible=False)
+        if isinstance(previous, str):
+            self.store.drop(previous)
         if not path:
             return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, None, ""
         try:
             with reading("the uploaded file"):  # any fault while reading it becomes the project's message
-                trace = trace_from_upload(path)  # a trace .zip or a bundle .zip, read within bounds
+                trace = trace_from_upload(path, self.limits)  # a trace .zip or a bundle .zip, read within bounds
                 rounds = trace_round_views(trace)
-        except TraceFormatError as error:
+            key = self.store.put(InspectedTrace(trace, rounds, ImageUrls()), getattr(request, "session_hash", None))
+        except (TraceFormatError, InputError) as error:
             message = sentence(f"Cannot read this trace: {error}")
             self.warn(message)
             return None, render_status(StatusLine("error", message)), 1, hidden, None, ""
-        state = InspectedTrace(trace, rounds, ImageUrls())
         line = final_status_line(trace)
         text = f"Query: {trace.query!r}. {line.text} VLM: {model_name(trace.settings.get('vlm_model') or trace.settings.get('vlm'))}."
         if trace.edits:
             count = len(trace.edits)
             text += (f" {count} hand correction{'s' if count != 1 else ''} saved with it: press 'Correct this trace' "
                      "to see them and go on editing.")
-        return (state, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
+        return (key, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
                 final_image(trace), render_final_masks(final_mask_rows(trace.final_masks)))
 
-    @staticmethod
-    def show_round(state: InspectedTrace | None, number: float | None) -> tuple[str, str, str]:
+    def show_round(self, key: str | None, number: float | None) -> tuple[str, str, str]:
         """(round view, context panel, timeline) of round ``number`` (1-based) of the loaded trace.
 
         Reasoning is open (a trace is read, not watched). A number outside the trace shows a message
         that says which rounds exist, and the timeline to pick one from.
         """
+        state = self.loaded(key)
+        if state is None and key is not None:
+            message = StatusLine("error", sentence(expired_message(self.store.ttl_s, self.store.texts)))
+            return render_status(message), render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER), ""
         if state is None or not state.rounds:
             return "", render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER), ""
         count = len(state.rounds)
@@ -117,9 +147,9 @@ class InspectHandlers:
         return (render_round(shown.round, state.urls, reasoning_open=True), render_context(shown.context, state.urls),
                 render_timeline(timeline, current=wanted))
 
-    @staticmethod
-    def step_round(state: InspectedTrace | None, number: float | None, delta: int) -> int:
+    def step_round(self, key: str | None, number: float | None, delta: int) -> int:
         """The round number after moving ``delta`` rounds (kept within the trace)."""
+        state = self.loaded(key)
         count = len(state.rounds) if state is not None else 1
         current = round_number(number) or 1
         return min(max(current + delta, 1), max(count, 1))

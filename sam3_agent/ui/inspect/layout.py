@@ -20,7 +20,7 @@ from .handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandler
 class InspectTab:
     """The Inspect tab's components the page wires to other tabs."""
 
-    state: gr.State  # the trace being inspected
+    state: gr.State  # the key of the trace being inspected (``InspectHandlers.store``)
     correct_button: gr.Button  # "Correct this trace"
 
 
@@ -52,7 +52,7 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
         shown = [round_html, context, timeline]
         quiet = {"api_visibility": "private", "show_progress": "hidden"}
         trace_file.change(
-            handlers.load_trace, inputs=[trace_file],
+            handlers.load_trace, inputs=[trace_file, state],
             outputs=[state, message, number, navigation, final_image, final_masks], api_visibility="private",
         ).then(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
         number.change(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)

@@ -33,6 +33,7 @@ from ...trace.io import TraceWriter
 from ...types import Trace
 from ..context_view import context_panel
 from ..correct.handlers import CorrectHandlers
+from ..correct.trace_upload import app_load_limits
 from ..html import ImageUrls, RunPage, render_context, render_status
 from ..inspect.handlers import InspectHandlers
 from ..run_view import RunView
@@ -89,8 +90,9 @@ class Handlers(SharedObject):
         self.root = root or Path(tempfile.mkdtemp(prefix="sam3_agent_app_"))
         self._sessions: dict[str, RunSlot] = {}
         self._lock = threading.Lock()
-        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root, gpu=gpu)
-        self.inspect = InspectHandlers(self.warn)
+        limits = app_load_limits(factory.settings.max_image_pixels)
+        self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root, gpu=gpu, limits=limits)
+        self.inspect = InspectHandlers(self.warn, limits)
 
     def close(self) -> None:
         """Remove every file this process wrote for downloads."""
@@ -327,10 +329,16 @@ class Handlers(SharedObject):
             panel = live
         return render_context(panel, ImageUrls(), latest=latest)
 
+    def correct_inspected(self, key: str | None, previous: Any = None, request: gr.Request | None = None) -> Any:
+        """"Correct this trace" in the Inspect tab: the trace loaded under ``key`` opens in the Correct tab."""
+        return self.correct.from_inspected(self.inspect.loaded(key), previous, request)
+
     def unload(self, request: gr.Request) -> None:
-        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions."""
+        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions and
+        inspected traces."""
         session = getattr(request, "session_hash", None)
         self.correct.drop_owner(session)
+        self.inspect.drop_owner(session)
         with self._lock:
             slot = self._sessions.pop(session, None) if session else None
         if slot is not None and slot.run is not None and slot.active:
