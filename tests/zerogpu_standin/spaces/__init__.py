@@ -40,9 +40,10 @@ torch._C._cuda_init = _cuda_init
 torch.cuda.is_available = lambda: True
 torch.cuda.device_count = lambda: 1
 torch.cuda.current_device = lambda: 0
-torch.cuda.mem_get_info = lambda *args, **kwargs: (41911451648, 42144366592)
-torch.cuda.get_device_capability = lambda *args, **kwargs: (8, 0)
-torch.cuda.get_device_name = lambda *args, **kwargs: "stand-in ZeroGPU device"
+# ZeroGPU's default slice: half an RTX PRO 6000 Blackwell (spaces 0.51.3 zero/configs.json: 101973950464 bytes whole)
+torch.cuda.mem_get_info = lambda *args, **kwargs: (50_500_000_000, 50_986_975_232)
+torch.cuda.get_device_capability = lambda *args, **kwargs: (12, 0)
+torch.cuda.get_device_name = lambda *args, **kwargs: "stand-in ZeroGPU device (half RTX PRO 6000 Blackwell)"
 
 _module_to = torch.nn.Module.to
 
