@@ -1,17 +1,17 @@
-"""The page's helpers and start-up: examples, the spaces.GPU wrapper, the first-start and demo notes, --help."""
+"""The page's helpers and start-up: examples, the ZeroGPU cap and Space defaults, the first-start and demo notes, --help."""
 
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
 from conftest import ASSETS
 
-from sam3_agent.models.zerogpu import MAX_SECONDS_VARIABLE, gpu
-from sam3_agent.ui.run.layout import load_examples, run_gpu_seconds
+from sam3_agent.models.zerogpu import MAX_SECONDS_VARIABLE, whole_seconds
+from sam3_agent.ui.run.layout import load_examples
+from sam3_agent.ui.run.start import space_note
+from sam3_agent.ui.settings import parse_settings
 
 
 def test_examples_come_from_assets_examples_json_with_existing_photos():
@@ -27,35 +27,31 @@ def test_unreadable_examples_give_none(tmp_path):
     assert load_examples(bad) == [] and load_examples(tmp_path / "missing.json") == []
 
 
-def test_gpu_is_a_no_op_without_the_spaces_package(monkeypatch):
-    monkeypatch.setitem(sys.modules, "spaces", None)  # import spaces -> ImportError
-
-    def handler():
-        return 1
-
-    assert gpu(handler, 60) is handler
-
-
-def test_gpu_wraps_handlers_with_spaces_gpu_and_a_duration_that_fits_the_round_budget(monkeypatch):
-    calls = []
-
-    def fake_gpu(duration):
-        def wrap(function):
-            calls.append((function.__name__, duration))
-            return function
-        return wrap
-
-    monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=fake_gpu))
+def test_no_gpu_call_asks_for_more_than_the_cap(monkeypatch):
     monkeypatch.delenv(MAX_SECONDS_VARIABLE, raising=False)
-
-    def run():
-        return 1
-
-    assert gpu(run, run_gpu_seconds)() == 1 and calls == [("run", run_gpu_seconds)]
-    # Handlers.run(image, query, max_rounds, score_threshold, slot): 30 s to start + 30 s per round, at most 300 s
-    assert [run_gpu_seconds("photo.jpg", "the cup", rounds, 0.5, None) for rounds in (1, 5, 9, 30)] == [60, 180, 300, 300]
+    assert [whole_seconds(s) for s in (0.2, 31.0, 31.01, 1000)] == [1, 31, 32, 300]
     monkeypatch.setenv(MAX_SECONDS_VARIABLE, "1200")
-    assert run_gpu_seconds("photo.jpg", "the cup", 30, 0.5, None) == 930
+    assert whole_seconds(1000) == 1000
+
+
+def test_a_zerogpu_space_defaults_to_a_budget_that_fits_a_visitors_quota(monkeypatch):
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    settings, _ = parse_settings([], environ={})
+    assert (settings.max_rounds, settings.max_image_pixels) == (8, 4_000_000)
+    assert (settings.backend.max_new_tokens, settings.backend.decoding.verify_max_new_tokens) == (512, 256)
+    given, _ = parse_settings(["--max-rounds", "20"], environ={"SAM3_AGENT_MAX_NEW_TOKENS": "900"})
+    assert (given.max_rounds, given.backend.max_new_tokens) == (20, 900)  # what the Space's owner sets wins
+    tiny, _ = parse_settings(["--preset", "tiny"], environ={})
+    assert tiny.backend.max_new_tokens is None  # the tiny preset keeps its own short budget
+    monkeypatch.delenv("SPACES_ZERO_GPU")
+    assert parse_settings([], environ={})[0].max_rounds == 30
+
+
+def test_the_space_says_what_gpu_time_a_run_takes():
+    assert space_note(8, 4_000_000) == (
+        "On this Space every model call asks ZeroGPU for its own few seconds of GPU. Runs default to 8 rounds and "
+        "photos up to 4 megapixels (such as 2449x1633), so that a run fits the 2 minutes of GPU a day ZeroGPU gives "
+        "a visitor who is not logged in; log in to Hugging Face for 5 minutes a day.")
 
 
 def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):

@@ -18,7 +18,6 @@ from typing import Any
 
 import gradio as gr
 
-from ..models.zerogpu import POINT_GPU_SECONDS, gpu
 from .correct.layout import CORRECT_CSS, CorrectView, build_correct_tab
 from .inspect.layout import InspectTab, build_inspect_tab
 from .review.layout import REVIEW_CSS, build_review_bar, build_review_tab
@@ -101,8 +100,8 @@ def use_private_cache() -> Path:
 
 def create_demo(settings: AppSettings) -> tuple[gr.Blocks, Handlers]:
     """Load the models (once) and build the page; returns the page and its handlers."""
-    # on ZeroGPU only the point model's call takes a GPU (the Correct session stays in this process)
-    handlers = Handlers(AgentFactory.load(settings), gpu=lambda function: gpu(function, POINT_GPU_SECONDS))
+    # on ZeroGPU every model call is a GPU call of its own (AgentFactory.calls_on_gpu); the runs stay in this process
+    handlers = Handlers(AgentFactory.load(settings))
     return build_demo(handlers, settings), handlers
 
 
