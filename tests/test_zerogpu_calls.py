@@ -83,8 +83,8 @@ def visitor_run():
 
 
 def test_each_model_call_asks_for_its_own_seconds(visitor_run):
-    # segment_phrase (main call, SAM 3), examine_each_mask (main call, one verification), select (main call); a main
-    # call's seconds grow with its prompt (the second carries the segment reply, whose wording names mask ranges)
+    # segment_phrase (main call, SAM 3), examine_each_mask (main call, one verification), select (main call);
+    # a main call's seconds grow with its prompt's tokens
     assert visitor_run["calls"] == [["vlm.stream", 32], ["sam3.segment", 15], ["vlm.stream", 33],
                                     ["verifier.stream", 22], ["vlm.stream", 33]]
     assert "Done: 1 mask selected after 3 rounds." in visitor_run["status"]
