@@ -194,10 +194,19 @@ class OpenAIServerVLM:
         self._encoded: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._encoded_lock = threading.Lock()
 
-    def with_sampling(self, sampling: Mapping[str, float | int] | None) -> OpenAIServerVLM:
-        """The same server (connection settings, image cache and request gate shared) sending ``sampling``."""
+    def with_sampling(self, sampling: Mapping[str, float | int] | None,
+                      max_new_tokens: int | None = None) -> OpenAIServerVLM:
+        """The same server (connection settings, image cache and request gate shared) sending ``sampling``, with
+        ``max_new_tokens`` as its default budget (``None``: this one's).
+
+        Raises:
+            InputError: ``max_new_tokens`` below 1.
+        """
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
         view = copy.copy(self)
         view.sampling = dict(sampling or {})
+        view.max_new_tokens = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         return view
 
     @property
