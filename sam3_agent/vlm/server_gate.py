@@ -43,11 +43,13 @@ class RequestGate:
     Attributes:
         limit: requests let through at once (``None``: no limit learnt yet).
         open: requests holding a slot now.
+        waiting: requests waiting for a slot now.
     """
 
     def __init__(self, raise_after: int = RAISE_AFTER) -> None:
         self.limit: int | None = None
         self.open = 0
+        self.waiting = 0
         self._raise_after = raise_after
         self._in_a_row = 0
         self._rate_limited = 0
@@ -59,13 +61,15 @@ class RequestGate:
         ``halt`` was set before one was free."""
         with self._changed:
             waited = False
-            while self.limit is not None and self.open >= self.limit:
-                if halt.is_set():
-                    return False
-                if not waited:
-                    waited = True
-                    on_wait()
-                self._changed.wait(_HALT_POLL_SECONDS)
+            try:
+                while self.limit is not None and self.open >= self.limit and not halt.is_set():
+                    if not waited:
+                        waited = True
+                        self.waiting += 1
+                        on_wait()
+                    self._changed.wait(_HALT_POLL_SECONDS)
+            finally:
+                self.waiting -= waited
             if halt.is_set():
                 return False
             self.open += 1
