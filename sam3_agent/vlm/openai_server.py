@@ -11,9 +11,19 @@ Why not the official ``openai`` client: it would carry retries and timeouts, but
 servers give are outside what it handles: it reads a JSON body sent to a streaming request as an empty
 stream, passes older vLLM's ``{"object": "error"}`` chunks on as empty chunks, has no deadline for a
 whole call (its timeouts are per read, as ``requests``' are), and offers no way to unblock a read from
-another thread, which a prompt Stop needs. Handling those means reading the raw bytes anyway, so the
-transport stays on ``requests``/``urllib3`` (already required), with the retry rules of the official
-clients (statuses, backoff, ``Retry-After``) written out in ``server_retry``.
+another thread, which a prompt Stop needs. Handling those means reading the raw bytes anyway.
+
+Why not ``httpx`` (installed with Gradio, and under the ``openai`` client): its line decoder would replace the few
+lines of ``sse_answer.body_lines`` (it splits at CR, LF and CRLF too), but it has the same per-read timeouts and no
+supported way to end a blocked read from another thread, and everything else here (one JSON body, error chunks,
+web pages, size limits, tool-call pieces) would be written again on top of it: more code moved, no guarantee gained.
+
+Why not ``urllib3``'s ``Retry`` for the retries: it retries statuses and honours ``Retry-After``, but it waits with
+``time.sleep`` inside the request (a Stop during a 30-second ``Retry-After`` would wait it out; ours ends at once),
+it knows nothing of the other requests in flight (a 429 must lower those, ``server_gate``), nothing of a finish
+reason that means a fault inside a 200 answer, and its exhausted-retries error would be reworded anyway. So the
+transport stays on ``requests``/``urllib3`` (already required), with the retry rules of the official clients
+(statuses, backoff, ``Retry-After``) written out in ``server_retry`` and the 429 limit in ``server_gate``.
 """
 
 from __future__ import annotations
