@@ -68,7 +68,7 @@ def add_decoding_arguments(parser: Any) -> None:
     add("--verify-max-new-tokens", type=int,
         help="token budget of each mask verification (default per model: 512, Thinking models 4096)")
     add("--decoding", choices=["sample", "greedy"],
-        help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
+        help="how tokens are chosen (default: the model's generation config, on a server too; Qwen3-VL samples)")
     add("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
     add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
     add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
