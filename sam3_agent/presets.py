@@ -335,7 +335,7 @@ def _loaded_vlms(settings: BackendSettings, vlm_id: str, plan: MemoryPlan | None
     if not on_zero_gpu():
         cache_system_prompts(vlm)
     record.update(vlm_model=vlm_id, min_pixels=settings.min_pixels, max_pixels=max_pixels,
-                  prefix_cache=settings.prefix_cache)
+                  prefix_cache=settings.prefix_cache, decoding_path=loaded.decoding_paths())
     return vlm, verifier, record["decoding"]["main"]["max_new_tokens"]
 
 
