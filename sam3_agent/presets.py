@@ -41,7 +41,7 @@ from .vlm.base import VLM
 logger = logging.getLogger(__name__)
 
 Preset = Literal["real", "tiny"]
-TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl"]
+TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe"]
 TINY_MAX_NEW_TOKENS = 48  # random weights ramble; keep tiny runs short
 SERVER_MAX_NEW_TOKENS = 1024  # token budget of a server's calls unless asked (sampling: ``vlm.server_sampling``)
 _build_lock = threading.Lock()
@@ -55,12 +55,16 @@ def cache_dir() -> Path:
 def tiny_model_paths(vlm_kind: TinyVlmKind = "qwen3_vl") -> tuple[Path, Path]:
     """Build (once) and return the folders of the tiny SAM 3 and tiny Qwen-VL models."""
     from .tiny.qwen import build_tiny_qwen
+    from .tiny.qwen3_5 import build_tiny_qwen3_5
     from .tiny.sam3 import build_tiny_sam3
 
     root = cache_dir() / "tiny"
     with _build_lock:
         sam3 = build_tiny_sam3(root / "sam3")
-        vlm = build_tiny_qwen(root / vlm_kind, kind=vlm_kind)
+        if vlm_kind in ("qwen3_5", "qwen3_5_moe"):
+            vlm = build_tiny_qwen3_5(root / vlm_kind, kind=vlm_kind)
+        else:
+            vlm = build_tiny_qwen(root / vlm_kind, kind=vlm_kind)
     return sam3, vlm
 
 
@@ -341,7 +345,7 @@ def _loaded_vlms(settings: BackendSettings, vlm_id: str, plan: MemoryPlan | None
     if not on_zero_gpu():
         cache_system_prompts(vlm)
     record.update(vlm_model=vlm_id, min_pixels=settings.min_pixels, max_pixels=max_pixels,
-                  prefix_cache=settings.prefix_cache)
+                  prefix_cache=settings.prefix_cache, decoding_path=loaded.decoding_paths())
     return vlm, verifier, record["decoding"]["main"]["max_new_tokens"]
 
 

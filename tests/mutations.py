@@ -72,6 +72,13 @@ MUTATIONS = (
         "histories = [r.tokens.ids.tolist() for r in requests] if self._penalty is not None else []",
         "histories = [[] for r in requests] if self._penalty is not None else []",
     ),
+    Mutation(
+        "recurrent_state_shared",
+        "in a hybrid model's batch every row decodes from the first row's linear-attention (recurrent) state",
+        "sam3_agent/engine/row_caches.py",
+        "torch.cat([s.recurrent for s in layer])",
+        "torch.cat([layer[0].recurrent for s in layer])",
+    ),
 )
 
 
