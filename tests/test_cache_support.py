@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import transformers
 
-from sam3_agent.engine import TRANSFORMERS_VERSION
+from sam3_agent.engine import TRANSFORMERS_VERSION, cache_support
 from sam3_agent.engine.cache_support import CacheSupport, probe_cache
 from sam3_agent.errors import InputError
 from sam3_agent.messages import Message, TextPart
@@ -79,7 +79,7 @@ def test_a_changed_cache_class_in_another_transformers_falls_back_and_says_so(mo
         pass
 
     monkeypatch.setattr(transformers.cache_utils, "LinearAttentionLayer", Renamed)
-    monkeypatch.setattr(transformers, "__version__", "9.0.0")
+    monkeypatch.setattr(cache_support, "installed_transformers_version", lambda: "9.0.0")
     support = probe_cache(fake_model(tiny_config("qwen3_5", IDS, 600)))
     assert support == CacheSupport(False, reason=(
         "TinyVLM's cache holds layers the engine does not know (LinearAttentionLayer); the engine was checked "

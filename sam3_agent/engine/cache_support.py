@@ -117,12 +117,18 @@ def _layer_kind(layer: Any) -> str | None:
     return None
 
 
-def _version_note(text: str) -> str:
+def installed_transformers_version() -> str:
+    """The installed ``transformers`` version (``transformers.__version__``)."""
     import transformers
 
-    if transformers.__version__ == TRANSFORMERS_VERSION:
+    return transformers.__version__
+
+
+def _version_note(text: str) -> str:
+    installed = installed_transformers_version()
+    if installed == TRANSFORMERS_VERSION:
         return text
-    return f"{text}; the engine was checked against transformers {TRANSFORMERS_VERSION}, this is {transformers.__version__}"
+    return f"{text}; the engine was checked against transformers {TRANSFORMERS_VERSION}, this is {installed}"
 
 
 def log_choice(name: str, support: CacheSupport) -> None:
