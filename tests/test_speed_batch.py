@@ -13,11 +13,12 @@ from PIL import Image
 
 from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.prompts import load_prompts
-from sam3_agent.agent.verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verification_messages, verify_masks
+from sam3_agent.agent.verify import RunCancelled, verification_messages, verify_masks
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import InputError
 from sam3_agent.events import MaskVerdictReady
 from sam3_agent.imaging.views import render_single_mask, render_zoom_view
+from sam3_agent.limits import DEFAULT_VERIFY_BATCH_SIZE
 from sam3_agent.mask_set import Masks
 from sam3_agent.messages import Generation, ImagePart, Message
 from sam3_agent.tiny.qwen import build_tiny_qwen

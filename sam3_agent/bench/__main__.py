@@ -17,9 +17,9 @@ import torch
 from PIL import Image
 
 from ..agent.prompts import Prompts, load_prompts
-from ..agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..engine.sampling import GREEDY
 from ..images import load_image
+from ..limits import DEFAULT_VERIFY_BATCH_SIZE
 from ..messages import ImagePart, Message, TextPart
 from ..presets import cache_dir
 from ..sam.segmenter import Sam3Segmenter
