@@ -116,7 +116,7 @@ def test_a_real_launch_needs_sam3_and_the_vlm_unless_a_server_or_script_replaces
 @pytest.mark.parametrize(("preset", "script", "words"), [
     ("tiny", "assets/example_script.json", "SAM 3 is a tiny model with random weights and the VLM's replies are "
                                            "replayed from <code>example_script.json</code>"),
-    ("tiny", None, "both models are tiny with random weights"),
+    ("tiny", None, "both models are tiny with random weights, built on this machine: the VLM writes random text"),
     ("real", "s.json", "the VLM's replies are replayed from <code>s.json</code> (SAM 3 is the real model)"),
 ])
 def test_the_page_says_when_the_models_are_random_or_scripted(preset, script, words):

@@ -23,6 +23,7 @@ from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFi
 from ..imaging.overlay import render_numbered_overlay
 from ..mask_set import to_coco_results
 from ..messages import ToolCall
+from ..package_files import EXAMPLE_SCRIPT, shown_path
 from ..trace.encode import photo_file_of
 from ..vlm.image_fit import ImageLimits, check_photo
 from .flags import agent_config, backend_settings, with_planned_batch
@@ -134,6 +135,17 @@ def prepare_out_dir(out: Path) -> None:
         ) from None
 
 
+def tiny_preset_note(scripted: bool) -> str:
+    """What a run on the tiny preset says before its models load: random weights, and without ``--script`` how to
+    run the guided demo instead (the example script's path as typed from the current folder)."""
+    if scripted:
+        return "Note: the tiny preset's SAM 3 has random weights: its masks mean nothing (the replies are scripted).\n"
+    return ("Note: the tiny preset's models have random weights: the VLM writes random text, so this run shows the "
+            "code paths only and will likely spend its whole round budget (exit 4).\n"
+            "      For the guided demo, replay the example replies: add "
+            f"--script {shown_path(EXAMPLE_SCRIPT)}\n")
+
+
 def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     out = Path(args.out)
     try:
@@ -147,6 +159,8 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     except InputError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_INPUT
+    if args.preset == "tiny":
+        stdout.write(tiny_preset_note(args.script is not None))
     try:
         stdout.write("Loading models...\n")
         stdout.flush()
@@ -161,9 +175,6 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         stderr.write(f"error: {error}\n")
         return EXIT_BACKEND
     agent = Agent.from_backends(backends, config)
-    if args.preset == "tiny":
-        what = "masks" if args.script else "masks and text"
-        stdout.write(f"Note: the tiny preset's models have random weights; their {what} mean nothing.\n")
     agent_run = agent.start(image, args.query, image_name=args.image, image_file=photo_file_of(args.image))
     writer = TraceWriter(out)
     writer.submit(agent_run.trace)
