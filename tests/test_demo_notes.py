@@ -16,7 +16,7 @@ from sam3_agent.package_files import EXAMPLE_SCRIPT, shown_path
 
 ROOT = Path(__file__).resolve().parent.parent
 COFFEE = str(ASSETS / "coffee.jpg")
-SCRIPT_IN_CLONE = "assets/example_script.json"  # the example script as typed in the repository's root
+SCRIPT_IN_CLONE = "sam3_agent/assets/example_script.json"  # the example script as typed in the repository's root
 
 
 @pytest.fixture
