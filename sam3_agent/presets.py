@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from .engine.decoding import DecodingOverrides, apply_overrides, check_overrides
 from .errors import InputError
+from .limits import DEFAULT_VERIFY_BATCH_SIZE
 from .models.gpu_memory import (
     DEFAULT_VLM_BYTES,
     MemoryPlan,

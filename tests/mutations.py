@@ -3,7 +3,7 @@
     python tests/mutations.py            # every mutation (a few minutes on 2 cores)
     python tests/mutations.py rope_shift # only the named ones
 
-The project (``sam3_agent/``, ``tests/``, ``prompts/``, ``assets/``) is copied to a temporary folder; first the
+The project (``sam3_agent/`` with its prompts and photos, ``tests/``) is copied to a temporary folder; first the
 unchanged copy must pass ``tests/test_engine_conformance.py``, then each mutation is applied alone (one exact
 text replacement in one file) and the suite must fail. Prints one line per mutation and exits 0 only when the
 clean copy passes and every mutation is caught. Uses ``$SAM3_AGENT_CACHE`` like the tests.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "tests/test_engine_conformance.py"
-COPIED = ("sam3_agent", "tests", "prompts", "assets")
+COPIED = ("sam3_agent", "tests")  # the prompts and photos ship inside sam3_agent/
 
 
 @dataclass(frozen=True)

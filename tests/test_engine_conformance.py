@@ -28,12 +28,13 @@ from sam3_agent.engine.sampling import GREEDY, Sampling
 from sam3_agent.imaging.overlay import render_numbered_overlay
 from sam3_agent.imaging.views import render_single_mask, render_zoom_view
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.tiny.qwen3_5 import build_tiny_qwen3_5
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 LIMIT = 12  # tokens per request: enough for a wrong position or a leaked padding to change the output
 MAX_PIXELS = 256 * 256  # images of at most 64 (Qwen3-VL) / 80 (Qwen2.5-VL) tokens keep each test to seconds
 KINDS = ["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe"]

@@ -17,7 +17,7 @@ from sam3_agent.engine.sampling import GREEDY, Sampling
 from sam3_agent.tiny.qwen3_5 import build_tiny_qwen3_5
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parent.parent / "sam3_agent" / "assets"
 IMAGE = Image.new("RGB", (64, 64))
 VISION = "<|vision_start|><|image_pad|><|vision_end|>"
 THINKING = Sampling(True, 1.0, 0.95, 20)

@@ -75,7 +75,7 @@ def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
     notice = blocks["model-notice"].value
     assert "Run is off: the models are not on this machine yet." in notice
     assert f"<li>SAM 3: <code>{missing}</code> (no such folder).</li>" in notice
-    assert "<code>python app.py --preset tiny --script assets/example_script.json</code>" in notice
+    assert "<code>python app.py --preset tiny --script sam3_agent/assets/example_script.json</code>" in notice
     assert blocks["run-btn"].interactive is False
     assert "Run is off until the models load." in blocks["status"].value
     # said once: not in the status line, not as a pop-up
@@ -91,7 +91,7 @@ def test_the_first_start_message_names_the_missing_models_the_hub_login_and_the_
     html = first_start_message(models, "cannot load the SAM 3 model 'facebook/sam3': offline")
     assert html.count("<li>") == 2 and "<code>Qwen/Qwen3-VL-8B-Instruct</code> (not downloaded yet)." in html
     assert "It is gated: accept its licence on" in html and "<code>hf auth login</code>" in html
-    assert "--preset tiny --script assets/example_script.json" in html
+    assert "--preset tiny --script sam3_agent/assets/example_script.json" in html
     assert "<details><summary>Details</summary><pre>cannot load the SAM 3 model" in html
     present = first_start_message([NeededModel("SAM 3", "facebook/sam3", True)], "out of memory on cuda:0")
     assert "Run is off: the models could not be loaded.</b> Out of memory on cuda:0." in present
@@ -110,9 +110,9 @@ def test_a_real_launch_needs_sam3_and_the_vlm_unless_a_server_or_script_replaces
 
 
 @pytest.mark.parametrize(("preset", "script", "words"), [
-    ("tiny", "assets/example_script.json", "SAM 3 is a tiny model with random weights and the VLM's replies are "
+    ("tiny", "sam3_agent/assets/example_script.json", "SAM 3 is a tiny model with random weights and the VLM's replies are "
                                            "replayed from <code>example_script.json</code>"),
-    ("tiny", None, "both models are tiny with random weights"),
+    ("tiny", None, "both models are tiny with random weights, built on this machine: the VLM writes random text"),
     ("real", "s.json", "the VLM's replies are replayed from <code>s.json</code> (SAM 3 is the real model)"),
 ])
 def test_the_page_says_when_the_models_are_random_or_scripted(preset, script, words):
@@ -144,7 +144,8 @@ def test_app_help_answers_without_importing_gradio_or_torch():
 
     code = ("import sys, app\ntry:\n    app.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print('HEAVY', sorted(m for m in ('torch', 'gradio', 'transformers') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ASSETS.parent, capture_output=True, text=True, timeout=60)
+    root = Path(__file__).resolve().parent.parent  # where app.py lies
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert "--preset {real,tiny}" in done.stdout and "SAM3_AGENT_PRESET" in done.stdout
     assert done.stdout.strip().endswith("HEAVY []"), done.stdout[-300:] + done.stderr[-2000:]
 

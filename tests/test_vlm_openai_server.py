@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from fake_server import FakeServer, chunk, usage_chunk
@@ -17,11 +16,12 @@ from PIL import Image
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.limits import DEFAULT_MAX_PIXELS
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart, images_equal
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.openai_server import OpenAIServerVLM, ServerTimeouts
 from sam3_agent.vlm.server_retry import RetryPolicy
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 QUICK = RetryPolicy(retries=2, backoff=0.01)  # retries are not what these tests are about
 
 

@@ -47,7 +47,7 @@ cpu = AppSettings(backend=BackendSettings(preset="tiny", device="cpu", max_pixel
 on_cpu = AgentFactory(cpu, build_backends(cpu.backend))
 on_cpu.calls_on_gpu()  # what AgentFactory.load does on ZeroGPU
 prefix_before_run = on_cpu.backends.vlm.wrapped.prefix_cache_stats().pinned
-pages = list(Handlers(on_cpu).run("assets/coffee.jpg", "the cup", 1, 0.5, None))
+pages = list(Handlers(on_cpu).run("sam3_agent/assets/coffee.jpg", "the cup", 1, 0.5, None))
 print(json.dumps({
     "torch_before_spaces": spaces.TORCH_IMPORTED_FIRST,
     "gradio_before_spaces": spaces.GRADIO_IMPORTED_FIRST,

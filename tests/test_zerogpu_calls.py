@@ -50,14 +50,14 @@ class ScriptedLocal(ScriptedVLM):
         return [generate(self, c, max_new_tokens=max_new_tokens, stop=stop) for c in conversations]
 
 
-script = load_script("assets/example_script.json")
+script = load_script("sam3_agent/assets/example_script.json")
 tiny = build_backends(BackendSettings(preset="tiny", device="cpu"))
 backends = type(tiny)(ScriptedLocal(script["main"], 512, "main"), ScriptedLocal(script["verify"], 256, "verify"),
                       tiny.segmenter, dict(tiny.settings))
 factory = AgentFactory(AppSettings(backend=BackendSettings(preset="tiny")), backends)
 factory.calls_on_gpu()                          # what AgentFactory.load does on ZeroGPU
 spaces.quota.update(json.loads(sys.argv[1]))
-pages = list(Handlers(factory).run("assets/coffee.jpg", "the spoon", 8, 0.0, None))
+pages = list(Handlers(factory).run("sam3_agent/assets/coffee.jpg", "the spoon", 8, 0.0, None))
 print(json.dumps({
     "calls": [[c["work"], c["duration"]] for c in spaces.record["calls"]],
     "largest_call_bytes": max(c["bytes"] for c in spaces.record["calls"]),

@@ -30,7 +30,7 @@ from PIL import Image
 from .. import rle
 from ..agent.config import AgentConfig
 from ..agent.loop import Agent, AgentRun
-from ..cli.main import write_outputs
+from ..cli.run import write_outputs
 from ..events import RoundFinished
 from ..images import image_digest, load_image
 from ..mask_set import Masks

@@ -1,4 +1,4 @@
-"""The ``batch`` and ``eval`` subcommands of ``python -m sam3_agent`` (registered by ``sam3_agent.cli.main``).
+"""The ``batch`` and ``eval`` subcommands of ``python -m sam3_agent`` (registered by ``sam3_agent.cli.parser``).
 
 ``batch --input ITEMS --out DIR``: ITEMS is a JSONL file of items or a folder of images with ``--query``
 (``items``); writes the batch layout (``layout``) with a progress bar; a rerun skips finished items.

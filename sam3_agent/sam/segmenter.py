@@ -19,6 +19,7 @@ from PIL import Image
 
 from ..errors import BackendError, InputError
 from ..images import image_digest
+from ..limits import DEFAULT_SCORE_THRESHOLD
 from ..mask_set import Masks
 from ..models.loading import default_device, load_checked
 from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
@@ -27,7 +28,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SAM3_MODEL = "facebook/sam3"
 MASK_THRESHOLD = 0.5  # probability cut for mask pixels; transformers' post-processing default
-DEFAULT_SCORE_THRESHOLD = 0.5  # detection score cut the project brief sets for segment_phrase
 DEFAULT_FEATURE_CACHE_SIZE = 4  # images whose features are kept
 # Bytes of cached features: full-size SAM 3 keeps ~220 MB per image in float32 (FPN maps at 288, 144 and 72 px
 # with 256 channels, plus their position encodings), so 1 GiB holds the default 4 images on a CPU.

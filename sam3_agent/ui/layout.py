@@ -18,11 +18,12 @@ from typing import Any
 
 import gradio as gr
 
+from ..package_files import ASSETS_DIR
 from .correct.layout import CORRECT_CSS, CorrectView, build_correct_tab
 from .inspect.layout import InspectTab, build_inspect_tab
 from .review.layout import REVIEW_CSS, build_review_bar, build_review_tab
 from .run.handlers import Handlers
-from .run.layout import ASSETS, build_run_tab, build_segment_api
+from .run.layout import build_run_tab, build_segment_api
 from .run.runner import AgentFactory
 from .run.slot import RunSlot
 from .settings import AppSettings
@@ -111,7 +112,7 @@ def launch(demo: gr.Blocks, settings: AppSettings, **overrides: Any) -> Any:
         "server_name": settings.host,
         "server_port": settings.port,
         "css": STYLESHEET.read_text(encoding="utf-8") + CORRECT_CSS + REVIEW_CSS,
-        "allowed_paths": [str(ASSETS)],
+        "allowed_paths": [str(ASSETS_DIR)],
         "max_file_size": MAX_UPLOAD,
         "ssr_mode": False,
         "footer_links": ["api"],

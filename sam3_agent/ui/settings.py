@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING
 
 from ..cli.flags import add_decoding_arguments
 from ..errors import InputError
-from ..imaging.postprocess import SCORE_THRESHOLD as DEFAULT_SCORE_THRESHOLD  # the agent's own default
-from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
+from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_SCORE_THRESHOLD, MAX_ROUNDS_LIMIT
 from ..models.zerogpu import on_zero_gpu
-from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
+from ..vlm.timeouts import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 if TYPE_CHECKING:  # presets imports torch: loaded only once the flags are parsed, so --help is instant
     from ..presets import BackendSettings

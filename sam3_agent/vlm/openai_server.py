@@ -32,13 +32,11 @@ import base64
 import copy
 import io
 import logging
-import os
 import queue
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
@@ -51,6 +49,7 @@ from .server_answer import AnswerSoFar
 from .server_gate import RequestGate
 from .server_retry import RetryPolicy
 from .server_stream import ADMITTED, END, QUEUED, CompletionReader, ServerRequest
+from .timeouts import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 logger = logging.getLogger(__name__)
 
@@ -60,67 +59,6 @@ PHOTO_PART = "raw"  # ImagePart name of the user's photo (agent and verification
 MAX_CHARS_PER_TOKEN = 32  # client-side cap on a reply: max_tokens x this many characters (Qwen averages ~4)
 MAX_BYTES_PER_TOKEN = 2048  # and on the bytes of its event stream (a chunk per token is ~200-400 bytes)
 _ENCODED_CACHE_ENTRIES = 8  # data URLs kept: the photo recurs in every request of a run
-
-# Timeout settings: flag destination -> environment variable (read by the CLI and the app alike).
-TIMEOUT_ENVIRONMENT = {
-    "connect": "SAM3_AGENT_VLM_SERVER_CONNECT_TIMEOUT",
-    "read": "SAM3_AGENT_VLM_SERVER_READ_TIMEOUT",
-    "deadline": "SAM3_AGENT_VLM_SERVER_DEADLINE",
-}
-
-
-@dataclass(frozen=True)
-class ServerTimeouts:
-    """Time limits of one call, in seconds.
-
-    Attributes:
-        connect: to open the connection.
-        read: the longest silence while waiting for the answer to start or between two pieces of it
-            (the first piece may wait for a long prompt to be processed).
-        deadline: the whole call, retries included: a server that drips tokens or keep-alive comments
-            forever is stopped here.
-
-    Raises:
-        InputError: a value that is not positive.
-    """
-
-    connect: float = 10.0
-    read: float = 120.0
-    deadline: float = 600.0
-
-    def __post_init__(self) -> None:
-        for name in ("connect", "read", "deadline"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"the VLM server {name} timeout must be a positive number of seconds, "
-                                 f"got {getattr(self, name)}")
-
-    @staticmethod
-    def resolve(
-        connect: float | None = None,
-        read: float | None = None,
-        deadline: float | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> ServerTimeouts:
-        """The given values, else those of the ``TIMEOUT_ENVIRONMENT`` variables, else the defaults.
-
-        Raises:
-            InputError: a variable that is not a number, or a value that is not positive.
-        """
-        env = os.environ if environ is None else environ
-        given = {"connect": connect, "read": read, "deadline": deadline}
-        values: dict[str, float] = {}
-        for name, value in given.items():
-            raw = env.get(TIMEOUT_ENVIRONMENT[name], "").strip()
-            if value is None and raw:
-                try:
-                    value = float(raw)
-                except ValueError:
-                    raise InputError(f"environment variable {TIMEOUT_ENVIRONMENT[name]}={raw!r} is not a number "
-                                     "of seconds") from None
-            if value is not None:
-                values[name] = float(value)
-        return ServerTimeouts(**values)
-
 
 def image_data_url(image: Image.Image, kind: str = "PNG") -> str:
     """A ``data:image/png;base64,...`` (or ``image/jpeg``) URL holding ``image`` (RGB) encoded as ``kind``."""

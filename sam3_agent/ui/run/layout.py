@@ -17,6 +17,7 @@ import gradio as gr
 
 from ...limits import MAX_ROUNDS_LIMIT
 from ...models.zerogpu import on_zero_gpu
+from ...package_files import EXAMPLES_FILE
 from ..html import ImageUrls, render_context, render_status
 from ..round_clicks import ROUND_CLICKS
 from ..settings import AppSettings
@@ -28,8 +29,6 @@ from .uploads import image_upload
 
 logger = logging.getLogger(__name__)
 
-ASSETS = Path(__file__).resolve().parents[3] / "assets"
-EXAMPLES_FILE = ASSETS / "examples.json"
 AGENT_QUEUE = "agent"  # runs and API calls share one queue: the models serve one request at a time
 # After Run: when the status and answer column is out of sight (a phone stacks it below the inputs), bring it
 # into view, so what happens after Run is seen without scrolling.

@@ -25,9 +25,9 @@ from PIL import Image
 from ...agent.config import AgentConfig
 from ...agent.loop import Agent
 from ...agent.prompts import Prompts, load_prompts
-from ...agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from ...errors import BackendError, InputError, what_went_wrong
 from ...imaging.overlay import render_overlay_scaled
+from ...limits import DEFAULT_VERIFY_BATCH_SIZE
 from ...mask_set import to_coco_results
 from ...models.gpu_calls import GpuPointSegmenter, GpuSegmenter, GpuVLM
 from ...models.zerogpu import on_zero_gpu
