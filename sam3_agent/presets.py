@@ -344,8 +344,9 @@ def _loaded_vlms(settings: BackendSettings, vlm_id: str, plan: MemoryPlan | None
     vlm, verifier, record["decoding"] = _decoding_views(loaded, settings, settings.preset == "tiny")
     if not on_zero_gpu():
         cache_system_prompts(vlm)
+    paths = getattr(loaded, "decoding_paths", None)  # the local engine's choice of path (a stand-in VLM has none)
     record.update(vlm_model=vlm_id, min_pixels=settings.min_pixels, max_pixels=max_pixels,
-                  prefix_cache=settings.prefix_cache, decoding_path=loaded.decoding_paths())
+                  prefix_cache=settings.prefix_cache, **({"decoding_path": paths()} if paths else {}))
     return vlm, verifier, record["decoding"]["main"]["max_new_tokens"]
 
 

@@ -18,6 +18,10 @@ from sam3_agent.datasets.batch.runner import run_batch
 from sam3_agent.presets import Backends
 from sam3_agent.vlm.openai_server import OpenAIServerVLM
 
+# How long an answer is held for the other requests of the batch to arrive: a hang guard, not a timing (on a busy
+# 2-core machine the items' first requests can be many seconds apart).
+HOLD_GUARD_S = 120
+
 
 class CountingServer:
     """A streaming chat-completions server that holds each answer until ``expected`` requests are open at once (or
@@ -43,7 +47,7 @@ class CountingServer:
                     server.most_open = max(server.most_open, server.open)
                     if server.open >= expected:
                         server.all_open.set()
-                server.all_open.wait(5)
+                server.all_open.wait(HOLD_GUARD_S)
                 segmented = any(m["role"] == "assistant" and "segment_phrase" in str(m["content"])
                                 for m in body["messages"])
                 text = tool("select_masks_and_return", final_answer_masks=[1]) if segmented else tool(
@@ -122,7 +126,7 @@ class OneSlotServer(CountingServer):
             outer.first_refusal.set()
 
         self.httpd.RequestHandlerClass.do_POST = do_post
-        self.all_open = self.first_refusal  # the first answer is held until a request was refused (or 5 s)
+        self.all_open = self.first_refusal  # the first answer is held until a request was refused (or the guard)
 
 
 def test_a_batch_against_a_one_slot_server_waits_instead_of_failing_and_says_how_often(tmp_path):
