@@ -150,12 +150,14 @@ def test_app_help_answers_without_importing_gradio_or_torch():
     assert done.stdout.strip().endswith("HEAVY []"), done.stdout[-300:] + done.stderr[-2000:]
 
 
-def test_correct_tab_events_share_one_serial_queue(tmp_path):
-    """Each Correct-tab event replaces the whole edit state: two running at once would lose one of the edits."""
+def test_correct_and_review_events_share_one_queue_run_in_session_order(tmp_path):
+    """Each Correct-tab event replaces the whole edit state: two of one session running at once would lose one of
+    the edits, so each waits for its session's earlier ones (tests/test_session_order.py); sessions run side by side."""
     from sam3_agent.presets import BackendSettings
     from sam3_agent.ui.layout import build_demo
     from sam3_agent.ui.run.handlers import Handlers
     from sam3_agent.ui.run.runner import AgentFactory
+    from sam3_agent.ui.session_order import EDIT_CONCURRENCY
     from sam3_agent.ui.settings import AppSettings
 
     settings = AppSettings(BackendSettings(preset="tiny"))
@@ -165,4 +167,6 @@ def test_correct_tab_events_share_one_serial_queue(tmp_path):
     fns = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") in names or f.concurrency_id == "correct-edits"]
     found = {getattr(f.fn, "__name__", "") for f in fns}
     assert names <= found
-    assert {(f.concurrency_id, f.concurrency_limit) for f in fns} == {("correct-edits", 1)}
+    assert {(f.concurrency_id, f.concurrency_limit) for f in fns} == {("correct-edits", EDIT_CONCURRENCY)}
+    assert EDIT_CONCURRENCY == 4 and len(fns) == 23  # the Correct tab's 17 events and the Review tab's 6
+    assert all(getattr(f.fn, "in_session_order", False) for f in fns)

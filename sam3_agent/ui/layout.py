@@ -26,6 +26,7 @@ from .run.handlers import Handlers
 from .run.layout import build_run_tab, build_segment_api
 from .run.runner import AgentFactory
 from .run.slot import RunSlot
+from .session_order import order_by_session
 from .settings import AppSettings
 from .startup import demo_note, first_start_message, needed_models
 
@@ -63,6 +64,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
             build_review_tab(handlers.correct, handlers.root, correct, review_bar, settings.review_root)
         _hand_to_correct(handlers, slot, correct_run, inspected, correct)
         build_segment_api(handlers, settings)
+    order_by_session(demo)  # the Correct and Review events: each session's in order, sessions side by side
     return demo
 
 

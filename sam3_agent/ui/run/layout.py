@@ -23,6 +23,7 @@ from ..round_clicks import ROUND_CLICKS
 from ..settings import AppSettings
 from ..view import StatusLine
 from .handlers import Handlers
+from .inline_image import send_inline
 from .runner import ModelInfo
 from .start import photo_limit, space_note
 from .uploads import image_upload
@@ -136,8 +137,8 @@ def _answer_columns(ready: bool) -> RunPanel:
         idle = "Add an image and a query, then press Run." if ready else "Run is off until the models load."
         status = gr.HTML(render_status(StatusLine("idle", idle)), elem_id="status")
         with gr.Group(visible=False, elem_id="answer") as answer:
-            final_image = gr.Image(label="Final masks", format="png", interactive=False,
-                                   elem_id="final-overlay", height=300)
+            final_image = send_inline(gr.Image(label="Final masks", format="png", interactive=False,
+                                               elem_id="final-overlay", height=300))
             final_masks = gr.HTML(elem_id="final-masks")
             downloads = gr.File(label="Downloads: final masks (COCO JSON) and trace (.zip)",
                                 file_count="multiple", interactive=False, elem_id="downloads")
