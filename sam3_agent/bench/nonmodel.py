@@ -224,7 +224,9 @@ def _run_goals(measured: _Measured) -> list[tuple[str, bool]]:
     shares = [r["zip_bytes"] / r["schema1_zip_bytes"] for r in every if r["schema1_zip_bytes"]]
     goals.append((f"trace .zip <= 1/{ZIP_RATIO:.0f} of the schema-1 size for the same run, at the {len(shares)} "
                   f"sizes (largest share 1/{1 / max(shares):.0f})", max(shares) <= 1 / ZIP_RATIO))
-    goals.append(("a reopened trace renders the same views the models were sent (every view, every case)",
+    refused = [f"{_name(r['case'])}: {r['reopen_error']}" for r in every if r.get("reopen_error")]
+    goals.append(("a reopened trace renders the same views the models were sent (every view, every case"
+                  + (f"; not reopened at {'; '.join(refused)}" if refused else "") + ")",
                   all(r["views_equal"] == r["views_compared"] > 0 for r in every)))
     goals.append(("every run ended done with all its masks selected",
                   all(r["status"] == "done" and r["final_masks"] == r["case"][2] for r in every)))

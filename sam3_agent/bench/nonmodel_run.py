@@ -31,6 +31,7 @@ from .. import rle
 from ..agent.config import AgentConfig
 from ..agent.loop import Agent, AgentRun
 from ..cli.main import write_outputs
+from ..errors import TraceFormatError
 from ..events import RoundFinished
 from ..images import image_digest, load_image
 from ..messages import Generation, ImagePart, Message
@@ -246,8 +247,12 @@ def measure_case(width: int, height: int, count: int, repeats: int, profile: boo
             "status": first["trace"].status,
             "final_masks": len(first["trace"].final_masks or ()),
         }
-        result["views_equal"], result["views_compared"] = _views_match(Path(tmp) / "first", first["vlms"][0].seen |
-                                                                       first["vlms"][1].seen)
+        try:
+            result["views_equal"], result["views_compared"] = _views_match(
+                Path(tmp) / "first", first["vlms"][0].seen | first["vlms"][1].seen)
+            result["reopen_error"] = None
+        except TraceFormatError as error:  # e.g. the reader's decode budget: reported, the run still measured
+            result["views_equal"], result["views_compared"], result["reopen_error"] = 0, 0, str(error)
         result["zip_bytes"] = len(zip_files(first["writer"].files()))
         result["schema1_zip_bytes"] = schema1_zip_size(first["trace"]) if schema1 else None
         runs = [_run(width, height, count, photo, image, Path(tmp) / f"run{i}") for i in range(repeats)]
