@@ -41,7 +41,7 @@ from .vlm.base import VLM
 logger = logging.getLogger(__name__)
 
 Preset = Literal["real", "tiny"]
-TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe"]
+TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe"]  # the names of tiny.TINY_VLM_KINDS
 TINY_MAX_NEW_TOKENS = 48  # random weights ramble; keep tiny runs short
 SERVER_MAX_NEW_TOKENS = 1024  # token budget of a server's calls unless asked (sampling: ``vlm.server_sampling``)
 _build_lock = threading.Lock()

@@ -20,6 +20,7 @@ from ..limits import (
     MAX_IMAGE_PIXELS,
     MAX_ROUNDS_LIMIT,
 )
+from ..tiny import TINY_VLM_KINDS
 from ..vlm.timeouts import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
     add("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
     add("--sam3-dtype", choices=["float32", "bfloat16"],
         help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
-    add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe"], default="qwen3_vl",
+    add("--tiny-vlm", choices=TINY_VLM_KINDS, default="qwen3_vl",
         help="architecture of the tiny VLM (with --preset tiny)")
     add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     add("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS,

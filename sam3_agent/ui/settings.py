@@ -19,6 +19,7 @@ from ..cli.flags import add_decoding_arguments
 from ..errors import InputError
 from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_SCORE_THRESHOLD, MAX_ROUNDS_LIMIT
 from ..models.zerogpu import on_zero_gpu
+from ..tiny import TINY_VLM_KINDS
 from ..vlm.timeouts import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 if TYPE_CHECKING:  # presets imports torch: loaded only once the flags are parsed, so --help is instant
@@ -124,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sam3-model", help="SAM 3 id or local folder")
     add("--sam3-dtype", choices=["float32", "bfloat16"],
         help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
-    add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], help="tiny VLM architecture (with --preset tiny)")
+    add("--tiny-vlm", choices=TINY_VLM_KINDS, help="tiny VLM architecture (with --preset tiny)")
     add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     add("--max-rounds", type=int, help=f"default round budget (default {DEFAULT_MAX_ROUNDS})")
     add("--score-threshold", type=float, help=f"default SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
