@@ -44,13 +44,13 @@ def test_mask_numbers_and_ranges_expand_in_order(value, count, expected):
 @pytest.mark.parametrize(
     ("value", "count", "key", "fields"),
     [
-        (["5-3"], 9, "mask_number_not_integer", {"value": '"5-3"'}),
+        (["5-3"], 9, "mask_number_not_integer", {"value": '"5-3"', "parameter": "final_answer_masks"}),
         (["1-1000000"], 150, "mask_number_out_of_range", {"value": 1000000, "count": 150}),
         (["0-3"], 150, "mask_number_out_of_range", {"value": 0, "count": 150}),
         (["1-3", "3-4"], 9, "mask_number_repeated", {"value": 3}),
         (["1-3", 2], 9, "mask_number_repeated", {"value": 2}),
-        (["1..3"], 9, "mask_number_not_integer", {"value": '"1..3"'}),
-        (["all"], 9, "mask_number_not_integer", {"value": '"all"'}),
+        (["1..3"], 9, "mask_number_not_integer", {"value": '"1..3"', "parameter": "final_answer_masks"}),
+        (["all"], 9, "mask_number_not_integer", {"value": '"all"', "parameter": "final_answer_masks"}),
     ],
 )
 def test_bad_ranges_name_the_entry_at_fault(value, count, key, fields):

@@ -39,17 +39,19 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "wrong_type": {"tool", "parameter", "expected", "schema"},
     "no_masks_yet": {"tool"},
     "no_current_masks": {"tool"},
-    "mask_numbers_not_list": {"value"},
-    "mask_number_not_integer": {"value"},
+    "mask_numbers_not_list": {"value", "parameter", "tool"},
+    "mask_number_not_integer": {"value", "parameter"},
     "mask_number_out_of_range": {"value", "count"},
     "mask_number_repeated": {"value"},
     "empty_selection": set(),
+    "empty_examine_list": set(),
     "phrase_already_used": {"phrase", "used"},
     "segment_result": {"count", "phrase"},
     "phrase_cut": {"limit", "phrase", "read"},
     "segment_zero": {"phrase", "used"},
     "examine_result": {"kept", "total"},
     "examine_result_unchecked": {"kept", "total"},
+    "examine_result_named": {"examined", "kept", "total", "not_examined"},
     "examine_unchecked": {"numbers"},
     "examine_unclear": {"numbers"},
     "examine_all_rejected": {"total"},
@@ -93,7 +95,7 @@ def test_main_prompt_examples_parse_to_valid_calls_one_per_tool(prompts):
     assert [(c.error, c.name_corrected, c.ignored_calls) for c in calls] == [(None, False, 0)] * 4
     assert [c.call.name for c in calls] == list(TOOL_SPECS)
     for parsed in calls:
-        assert tuple(parsed.call.parameters) == TOOL_SPECS[parsed.call.name].parameter_names
+        assert tuple(parsed.call.parameters) == TOOL_SPECS[parsed.call.name].required_names
 
 
 def test_main_prompt_names_no_tool_that_does_not_exist(prompts):

@@ -1,4 +1,4 @@
-"""The model's action space: the four tools, their parameters and JSON types.
+"""The model's action space: the four tools, their parameters, JSON types and which are optional.
 
 This registry is the single source of truth: the tools module validates calls against it and a
 test checks that the prompts in ``prompts/`` name exactly these tools and parameters.
@@ -11,16 +11,18 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ParameterSpec:
-    """One parameter of a tool: its name, JSON type (``"string"`` or ``"array<integer>"``)."""
+    """One parameter of a tool: its name, JSON type (``"string"`` or ``"array<integer>"``) and whether a call
+    must give it (an optional one changes what the tool does when given: ``examine_each_mask``'s ``masks``)."""
 
     name: str
     json_type: str
     description: str
+    required: bool = True
 
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One tool: its name, parameters (all required), whether it ends the run and whether, when it runs,
+    """One tool: its name, parameters, whether it ends the run and whether, when it runs,
     it replaces the current masks (and so the image that shows them)."""
 
     name: str
@@ -32,11 +34,19 @@ class ToolSpec:
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
 
+    @property
+    def required_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters if p.required)
+
     def schema_text(self) -> str:
-        """A one-line JSON example of a call, used in feedback messages."""
-        params = ", ".join(
-            f'"{p.name}": ' + ('"..."' if p.json_type == "string" else "[1, 2]") for p in self.parameters
-        )
+        """A one-line JSON example of a call, used in feedback messages; with optional parameters, the call
+        without them, ``or`` the call with them."""
+        required = tuple(p for p in self.parameters if p.required)
+        forms = [required] + ([self.parameters] if len(required) < len(self.parameters) else [])
+        return " or ".join(self._call_text(form) for form in forms)
+
+    def _call_text(self, parameters: tuple[ParameterSpec, ...]) -> str:
+        params = ", ".join(f'"{p.name}": ' + ('"..."' if p.json_type == "string" else "[1, 2]") for p in parameters)
         return f'{{"name": "{self.name}", "parameters": {{{params}}}}}'
 
 
@@ -49,7 +59,13 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             ends_run=False,
             replaces_masks=True,
         ),
-        ToolSpec("examine_each_mask", (), ends_run=False, replaces_masks=True),
+        ToolSpec(
+            "examine_each_mask",
+            (ParameterSpec("masks", "array<integer>", "only these masks are checked (numbers or ranges \"A-B\"); "
+                           "the others are kept unchecked", required=False),),
+            ends_run=False,
+            replaces_masks=True,
+        ),
         ToolSpec(
             "select_masks_and_return",
             (ParameterSpec("final_answer_masks", "array<integer>", "1-based numbers of masks currently shown, or ranges \"A-B\""),),

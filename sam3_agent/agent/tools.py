@@ -94,7 +94,8 @@ def _quoted(phrases: Sequence[str]) -> str:
 
 
 def check_parameters(call: ToolCall) -> None:
-    """Check a call's parameters against ``TOOL_SPECS``: present, no extras, right JSON types, not empty.
+    """Check a call's parameters against ``TOOL_SPECS``: the required ones present, no extras, right JSON types,
+    not empty.
 
     Mask-number lists are only checked for being present here; ``check_mask_numbers`` checks them.
 
@@ -104,12 +105,14 @@ def check_parameters(call: ToolCall) -> None:
     spec = TOOL_SPECS[call.name]
     schema = spec.schema_text()
     for parameter in spec.parameters:
-        if parameter.name not in call.parameters:
+        if parameter.required and parameter.name not in call.parameters:
             raise CallError("missing_parameter", tool=call.name, parameter=parameter.name, schema=schema)
     extras = [name for name in call.parameters if name not in spec.parameter_names]
     if extras:
         raise CallError("extra_parameter", tool=call.name, parameters=", ".join(extras), schema=schema)
     for parameter in spec.parameters:
+        if parameter.name not in call.parameters:
+            continue
         value = call.parameters[parameter.name]
         if parameter.json_type == "string":
             if not isinstance(value, str):
@@ -123,30 +126,32 @@ def check_parameters(call: ToolCall) -> None:
 MASK_RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")  # "5-9": masks 5 to 9, both included
 
 
-def _numbers_of(item: Any, count: int) -> range | tuple[int]:
-    """One entry of ``final_answer_masks`` as the mask numbers it stands for: an int, or a string ``"A-B"`` (A <= B)
+def _numbers_of(item: Any, count: int, parameter: str) -> range | tuple[int]:
+    """One entry of a mask-number list as the mask numbers it stands for: an int, or a string ``"A-B"`` (A <= B)
     for A to B inclusive, each bound checked against ``count`` before anything is expanded."""
     if isinstance(item, str) and (match := MASK_RANGE.fullmatch(item)):
         first, last = int(match.group(1)), int(match.group(2))
         if first > last:
-            raise CallError("mask_number_not_integer", value=_json(item))
+            raise CallError("mask_number_not_integer", value=_json(item), parameter=parameter)
         for bound in (first, last):
             if bound < 1 or bound > count:
                 raise CallError("mask_number_out_of_range", value=bound, count=count)
         return range(first, last + 1)
     if isinstance(item, bool) or not isinstance(item, int):
-        raise CallError("mask_number_not_integer", value=_json(item))
+        raise CallError("mask_number_not_integer", value=_json(item), parameter=parameter)
     if item < 1 or item > count:
         raise CallError("mask_number_out_of_range", value=item, count=count)
     return (item,)
 
 
-def check_mask_numbers(value: Any, count: int) -> list[int]:
+def check_mask_numbers(value: Any, count: int, parameter: str = "final_answer_masks") -> list[int]:
     """Validate 1-based mask numbers against the ``count`` masks currently shown.
 
     Each entry is a whole number or a range string ``"A-B"`` (masks A to B, both included: ``["1-150"]`` selects
     all of 150 masks in one short call). There is no cap below ``count``: SAM 3 returns up to 200 masks per phrase
-    and a query may want every one of them.
+    and a query may want every one of them. ``parameter`` names the list in the feedback: ``final_answer_masks``
+    of ``select_masks_and_return`` or ``masks`` of ``examine_each_mask`` (whose empty list is
+    ``empty_examine_list``).
 
     Returns:
         The numbers as a list of ints, in the order given, ranges expanded.
@@ -156,14 +161,15 @@ def check_mask_numbers(value: Any, count: int) -> list[int]:
             than a range, a range whose start exceeds its end, floats, booleans), ``mask_number_out_of_range``
             (0, negative or above ``count``) or ``mask_number_repeated``.
     """
+    tool = "select_masks_and_return" if parameter == "final_answer_masks" else "examine_each_mask"
     if not isinstance(value, list):
-        raise CallError("mask_numbers_not_list", value=_json(value))
+        raise CallError("mask_numbers_not_list", value=_json(value), parameter=parameter, tool=tool)
     if not value:
-        raise CallError("empty_selection")
+        raise CallError("empty_selection" if tool == "select_masks_and_return" else "empty_examine_list")
     numbers: list[int] = []
     seen: set[int] = set()
     for item in value:
-        for number in _numbers_of(item, count):
+        for number in _numbers_of(item, count, parameter):
             if number in seen:
                 raise CallError("mask_number_repeated", value=number)
             seen.add(number)
@@ -206,8 +212,11 @@ class Tools:
             if call.name == "segment_phrase":
                 return self._segment_phrase(call.parameters["text_prompt"], state, round_index)
             if call.name == "examine_each_mask":
-                self._require_masks(call.name, state)
-                return (yield from self._examine(state, round_index, stop))
+                current = self._require_masks(call.name, state)
+                named = None
+                if "masks" in call.parameters:  # verify only these; the others stay, unchecked
+                    named = sorted(check_mask_numbers(call.parameters["masks"], len(current), "masks"))
+                return (yield from self._examine(state, round_index, stop, named))
             if call.name == "select_masks_and_return":
                 current = self._require_masks(call.name, state)
                 numbers = check_mask_numbers(call.parameters["final_answer_masks"], len(current))
@@ -271,8 +280,9 @@ class Tools:
         return self.prompts.format("phrase_cut", limit=limit, phrase=phrase, read=read) + "\n\n"
 
     def _examine(
-        self, state: ToolState, round_index: int, stop: threading.Event | None
+        self, state: ToolState, round_index: int, stop: threading.Event | None, named: list[int] | None
     ) -> Generator[Event, None, ToolOutcome]:
+        """Verify the current masks (or only the ``named`` ones, ascending); keep those not rejected, in order."""
         masks = state.masks
         if masks is None:  # checked by the caller; keeps the type checker honest
             raise CallError("no_masks_yet", tool="examine_each_mask")
@@ -286,10 +296,11 @@ class Tools:
             max_new_tokens=self.config.verify_max_new_tokens,
             stop=stop,
             batch_size=self.config.verify_batch_size,
+            numbers=named,
         )
-        accepted = [v for v in verdicts if v.verdict == "accept"]
-        kept = [v.mask_number - 1 for v in accepted]
-        survivors = masks.subset(kept)
+        by_number = {v.mask_number: v for v in verdicts}
+        kept = [n for n in range(1, len(masks) + 1) if n not in by_number or by_number[n].verdict == "accept"]
+        survivors = masks.subset([n - 1 for n in kept])
         state.masks = survivors
         if not kept:
             text = self.prompts.format("examine_all_rejected", total=len(masks))
@@ -297,29 +308,53 @@ class Tools:
             summary = f"kept 0 of {len(masks)} mask(s)"
         else:
             overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors))
-            text, summary = self._examine_text(accepted, len(masks))
+            text, summary = self._examine_text([by_number.get(n) for n in kept], len(masks), named)
             reply = Message("user", (TextPart(text), overlay))
         return ToolOutcome(ToolResult(reply, survivors, verdicts=tuple(verdicts), summary=summary))
 
-    def _examine_text(self, accepted: Sequence[MaskVerdict], total: int) -> tuple[str, str]:
-        """The reply text and the summary of an examine round that kept ``accepted`` (in their new order).
+    def _examine_text(
+        self, kept: Sequence[MaskVerdict | None], total: int, named: Sequence[int] | None
+    ) -> tuple[str, str]:
+        """The reply text and the summary of an examine round that kept ``kept`` (in their new order; ``None``: a
+        mask not among the ``named`` ones, so not examined).
 
-        A mask kept without a clear Accept (its check failed: ``source="error"``; no clear verdict even after the
-        retry: ``"fallback"``) is named, by its new number, with why, in both."""
-        unchecked = {
-            source: [str(new) for new, v in enumerate(accepted, start=1) if v.source == source]
-            for source in ("error", "fallback")
+        The masks kept without a clear Accept (not named; check failed: ``source="error"``; no clear verdict even
+        after the retry: ``"fallback"``) are named, by their new numbers, with why, in both."""
+        new_numbers = {
+            source: [new for new, v in enumerate(kept, start=1) if (v.source if v is not None else None) == source]
+            for source in (None, "error", "fallback")
         }
-        summary = f"kept {len(accepted)} of {total} mask(s)"
-        if not unchecked["error"] and not unchecked["fallback"]:
-            return self.prompts.format("examine_result", kept=len(accepted), total=total), summary
-        lines = [self.prompts.format("examine_result_unchecked", kept=len(accepted), total=total)]
+        summary = f"kept {len(kept)} of {total} mask(s)"
+        if named is not None and new_numbers[None]:
+            lines = [self.prompts.format("examine_result_named", examined=len(named), kept=len(kept), total=total,
+                                         not_examined=number_ranges(new_numbers[None]))]
+            summary += (f"; examined only the {len(named)} named ({number_ranges(named)}); not examined, kept as "
+                        f"they were (new numbers): {number_ranges(new_numbers[None])}")
+        elif not new_numbers["error"] and not new_numbers["fallback"]:
+            return self.prompts.format("examine_result", kept=len(kept), total=total), summary
+        else:
+            lines = [self.prompts.format("examine_result_unchecked", kept=len(kept), total=total)]
         why = []
         for source, key, reason in (("error", "examine_unchecked", "check failed"),
                                     ("fallback", "examine_unclear", "no clear verdict")):
-            if unchecked[source]:
-                lines.append(self.prompts.format(key, numbers=", ".join(unchecked[source])))
-                why.append(f"{', '.join(unchecked[source])} ({reason})")
-        return "\n".join(lines), summary + "; kept unchecked (new numbers): " + "; ".join(why)
+            if new_numbers[source]:
+                numbers = ", ".join(map(str, new_numbers[source]))
+                lines.append(self.prompts.format(key, numbers=numbers))
+                why.append(f"{numbers} ({reason})")
+        if why:
+            summary += "; kept unchecked (new numbers): " + "; ".join(why)
+        return "\n".join(lines), summary
 
-__all__ = ["CallError", "RunCancelled", "ToolOutcome", "ToolState", "Tools", "check_mask_numbers", "check_parameters"]
+
+def number_ranges(numbers: Sequence[int]) -> str:
+    """Ascending mask numbers written short, runs as ranges: ``[1, 2, 3, 5, 7, 8]`` -> ``"1-3, 5, 7-8"``."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+__all__ = ["CallError", "RunCancelled", "ToolOutcome", "ToolState", "Tools", "check_mask_numbers", "check_parameters", "number_ranges"]

@@ -104,8 +104,10 @@ def verify_masks(
     max_new_tokens: int | None = None,
     stop: threading.Event | None = None,
     batch_size: int = 1,
+    numbers: Sequence[int] | None = None,
 ) -> Generator[Event, None, list[MaskVerdict]]:
-    """Verify every mask in order; yields a ``MaskVerdictReady`` per mask and returns all verdicts.
+    """Verify every mask (or the masks ``numbers``) in order; yields a ``MaskVerdictReady`` per mask verified and
+    returns their verdicts.
 
     A response without a usable verdict (missing, both words, negated, hedged or asked, or cut off
     inside its reasoning; see ``verdicts.parse_verdict``) gets one correction in the same isolated
@@ -124,6 +126,8 @@ def verify_masks(
     Args:
         masks: the current masks, bool (N, H, W) at the image's resolution; numbered 1..N.
         batch_size: most masks per batch (>= 1).
+        numbers: the 1-based numbers of the masks to verify, ascending, each once (``None``: all N); the batches
+            are made of these masks alone, and each verdict keeps its mask's number in ``masks``.
 
     Raises:
         RunCancelled: when ``stop`` is set.
@@ -133,15 +137,16 @@ def verify_masks(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if batch_size == 1 or not supports_batches(vlm):
         batch_size = 1
+    todo = list(numbers) if numbers is not None else list(range(1, len(masks) + 1))
     verdicts: list[MaskVerdict] = []
-    for start in range(0, len(masks), batch_size):
+    for start in range(0, len(todo), batch_size):
         if stop is not None and stop.is_set():
             raise RunCancelled()
-        numbers = list(range(start + 1, min(start + batch_size, len(masks)) + 1))
+        chunk = todo[start:start + batch_size]
         if batch_size == 1:
-            batch = [_verify_one(vlm, prompts, image, query, masks, round_index, numbers[0], max_new_tokens, stop)]
+            batch = [_verify_one(vlm, prompts, image, query, masks, round_index, chunk[0], max_new_tokens, stop)]
         else:
-            batch = _verify_batch(vlm, prompts, image, query, masks, round_index, numbers, max_new_tokens, stop)
+            batch = _verify_batch(vlm, prompts, image, query, masks, round_index, chunk, max_new_tokens, stop)
         for result in batch:
             verdicts.append(result)
             yield MaskVerdictReady(round_index, result, len(masks))
