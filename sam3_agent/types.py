@@ -84,7 +84,7 @@ class ToolResult:
         masks: the current masks after this tool ran (``None`` when none exist).
         ends_run: True for ``select_masks_and_return`` / ``report_no_mask``.
         final_masks: the masks the run ends with (only when ``ends_run``; empty for no mask).
-        verdicts: per-mask verdicts (``examine_each_mask`` only).
+        verdicts: per-mask verdicts (``examine_each_mask`` only: every mask, or only the masks it named).
         summary: one line for the CLI and the UI (e.g. ``"5 masks for 'person'"``).
     """
 

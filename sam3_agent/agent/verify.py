@@ -1,4 +1,4 @@
-"""Per-mask verification for ``examine_each_mask``: one isolated VLM call per mask.
+"""Per-mask verification for ``examine_each_mask``: one isolated VLM call per mask (every mask, or the ones named).
 
 Each call has its own system prompt and three images: the raw image (followed by the query), the image
 with only that mask drawn, and a zoomed view (the region around the mask's box, plain and with the mask
