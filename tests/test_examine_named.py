@@ -195,3 +195,14 @@ def test_a_misnamed_parameter_is_told_both_forms_of_the_call():
 )
 def test_number_ranges_write_runs_as_ranges(numbers, text):
     assert number_ranges(numbers) == text
+
+
+def test_a_saved_trace_keeps_the_named_call_its_verdicts_and_its_tool_result():
+    from sam3_agent.trace.io import load_trace_zip, trace_to_zip_bytes
+
+    _, trace, _ = examine_run({"masks": [2, "5-7", 9]}, ScriptedVLM(answers_by_mask(rejected={5, 7})), ["1-8"])
+    examine = load_trace_zip(trace_to_zip_bytes(trace)).rounds[1]
+    assert examine.call.parameters == {"masks": [2, "5-7", 9]}
+    assert [(v.mask_number, v.verdict) for v in examine.result.verdicts] == [
+        (2, "accept"), (5, "reject"), (6, "accept"), (7, "reject"), (9, "accept")]
+    assert examine.result.summary == trace.rounds[1].result.summary
