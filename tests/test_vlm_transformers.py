@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
 from pathlib import Path
@@ -315,3 +316,23 @@ def test_tiny_build_is_seeded_and_rebuilt_when_arguments_change(tiny_dirs, tmp_p
     other = load_file(str(again / "model.safetensors"))
     assert not torch.equal(reference["lm_head.weight"], other["lm_head.weight"])
     assert (again / MARKER_FILE).read_text().endswith("seed=1\n")
+
+
+def test_the_native_view_renders_the_function_schema_as_qwen3_vl_does(qwen3, coffee):
+    from sam3_agent.agent.prompts import load_prompts
+    from sam3_agent.agent.tool_format import function_schemas
+
+    schemas = function_schemas(load_prompts().main_system)
+    view = qwen3.with_tools(schemas)
+    messages = conversation(coffee)
+    prompt = view.render_prompt(messages)
+    signatures = "\n".join(json.dumps(s, ensure_ascii=False) for s in schemas)
+    assert prompt.startswith(
+        f"<|im_start|>system\n{messages[0].text}\n\n# Tools\n\nYou may call one or more functions to assist with the "
+        "user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+        f"{signatures}\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+        'within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
+        "<args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\n")
+    assert "<tools>" not in qwen3.render_prompt(messages)  # the plain model (the verifier's) is untouched
+    result = generate(view, messages)  # the cached decoder's system prefix holds the schema too
+    assert result.finish_reason in ("stop", "length") and result.prompt_tokens > len(qwen3.encode(messages)["input_ids"][0])

@@ -10,7 +10,8 @@ replies, and the prompt texts.
 - ``verify``: ``examine_each_mask``'s one isolated VLM call per mask.
 - ``parsing`` / ``agent.call_json`` / ``agent.bare_calls``: tool calls read from the model's text (tagged, or
   written without their tag); ``reasoning``: where the reasoning ends; ``verdicts``: the per-mask verdict grammar.
-- ``prompts``: the system prompts and every feedback message, read from ``prompts/``.
+- ``prompts``: the system prompts and every feedback message, read from ``prompts/``; ``tool_format``: the
+  reference ``<tool>`` format or the native one (function schema, ``<tool_call>``).
 
 May import: the ground floor, ``imaging``, ``sam``, ``vlm`` (its protocol and image limits). Never ``trace``,
 ``correct`` or any front end.

@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import InputError
 from ..imaging.postprocess import IOM_THRESHOLD, SCORE_THRESHOLD
 from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_VERIFY_BATCH_SIZE, MAX_ROUNDS_LIMIT
+from .tool_format import DEFAULT_TOOL_FORMAT, ToolFormat, check_tool_format
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class AgentConfig:
         verify_max_new_tokens: token budget of each verification call (``None``: backend default).
         verify_batch_size: masks verified per batch when the verifier supports batches (1: one by one;
             greedy verdicts are the same either way).
+        tool_format: how the main model is told to call the tools (``tool_format``): ``"reference"``, the
+            ``<tool>`` format of the reference agent, or ``"native"``, the model's own function calling.
     """
 
     max_rounds: int = DEFAULT_MAX_ROUNDS
@@ -32,6 +35,7 @@ class AgentConfig:
     max_new_tokens: int | None = None
     verify_max_new_tokens: int | None = None
     verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE
+    tool_format: ToolFormat = DEFAULT_TOOL_FORMAT
 
     def __post_init__(self) -> None:
         """Raises InputError for a value of the wrong type (e.g. ``max_rounds=2.5`` or ``"3"``) or out of range."""
@@ -39,6 +43,7 @@ class AgentConfig:
         _fraction("score_threshold", self.score_threshold)
         _fraction("iom_threshold", self.iom_threshold)
         _whole("verify_batch_size", self.verify_batch_size, 1)
+        check_tool_format(self.tool_format)
         for name in ("max_new_tokens", "verify_max_new_tokens"):
             if getattr(self, name) is not None:
                 _whole(name, getattr(self, name), 1)

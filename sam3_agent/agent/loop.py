@@ -31,6 +31,7 @@ from .output_parts import shown_reasoning, split_streamed
 from .parsing import ParsedResponse, parse_response
 from .prompts import Prompts, load_prompts, token_limit_text
 from .round_in_flight import RoundInFlight
+from .tool_format import function_schemas, native_system_prompt, with_tools
 from .tools import ToolOutcome, Tools, ToolState
 from .verify import RunCancelled
 
@@ -69,6 +70,10 @@ class Agent:
         self.prompts = prompts or load_prompts()
         self.extra_settings = dict(settings or {})
         self.tools = Tools(segmenter, self.verifier, self.prompts, self.config)
+        self.main_system = self.prompts.main_system
+        if self.config.tool_format == "native":
+            self.vlm = with_tools(vlm, function_schemas(self.prompts.main_system))
+            self.main_system = native_system_prompt(self.prompts.main_system)
 
     @classmethod
     def from_backends(cls, backends: Any, config: AgentConfig | None = None, prompts: Prompts | None = None) -> Agent:
@@ -142,7 +147,7 @@ class AgentRun:
         prompts = agent.prompts
         self.trace = Trace(query=query, image=image, settings=agent.settings(), started_at=time.time(),
                            image_name=file_name_of(image_name), image_file=image_file)
-        self.trace.messages.append(Message("system", (TextPart(prompts.main_system),)))
+        self.trace.messages.append(Message("system", (TextPart(agent.main_system),)))
         self.trace.messages.append(
             Message("user", (ImagePart(image, "raw"), TextPart(prompts.format("initial_user", query=query))))
         )

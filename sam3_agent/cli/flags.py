@@ -57,6 +57,7 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add_decoding_arguments(parser)
+    add_tool_format_argument(parser)
     add("--max-image-pixels", type=int, default=MAX_IMAGE_PIXELS,
         help=f"{image_limit_help} (default {MAX_IMAGE_PIXELS:,})")
     add("--verify-batch-size", type=int,
@@ -66,6 +67,15 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
         help="recompute every prompt in full with transformers' generate (same output on CPU in float32, slower; "
              "saves the KV caches' memory)")
 
+
+
+def add_tool_format_argument(parser: Any, default: str | None = "reference") -> None:
+    """``--tool-format``: how the main model calls the tools (``agent.tool_format``); the command line and the app share it."""
+    parser.add_argument(
+        "--tool-format", choices=["reference", "native"], default=default,
+        help="reference: the <tool> format of the reference agent, whose accuracy the SAM 3 paper reports (default); "
+             "native: the tools as the chat template's function schema, called in the model's own <tool_call> format",
+    )
 
 
 def add_decoding_arguments(parser: Any) -> None:
@@ -136,7 +146,8 @@ def agent_config(args: argparse.Namespace, backend_record: dict[str, Any] | None
 
     planned = (backend_record or {}).get("verify_batch_size", DEFAULT_VERIFY_BATCH_SIZE)
     batch = args.verify_batch_size if args.verify_batch_size is not None else planned
-    return AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=batch)
+    return AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=batch,
+                       tool_format=getattr(args, "tool_format", None) or "reference")
 
 
 def with_planned_batch(config: AgentConfig, args: argparse.Namespace,

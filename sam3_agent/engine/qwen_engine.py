@@ -22,6 +22,7 @@ This module is the front: the lock, the choice of path and the counters. Request
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
@@ -98,6 +99,13 @@ class QwenEngine:
         self._own_loop = plain_loop == "own_loop" and self._batched is not None
         self._requests = RequestPreparer(model, processor, device, self.image_size)
         self._usage = UsageCounter(record_output_ids)
+
+    def with_tools(self, tools: list[dict[str, Any]]) -> QwenEngine:
+        """This engine rendering every chat with ``tools`` as the template's function schema; the model, its lock,
+        caches and counters are shared."""
+        view = copy.copy(self)
+        view._requests = self._requests.with_tools(tools)
+        return view
 
     # ------------------------------------------------------------------ counters and caches
 

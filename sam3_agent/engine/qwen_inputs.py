@@ -130,6 +130,7 @@ class TextIds:
 def encode_messages(
     processor: Any, chat: list[dict[str, Any]], images: Sequence[Image.Image], size: dict[str, int],
     cache: PreprocessedImages, digests: Sequence[str] | None = None, texts: TextIds | None = None,
+    template_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Tokenize a chat (``to_chat`` form) with its images preprocessed through ``cache``.
 
@@ -138,7 +139,8 @@ def encode_messages(
     with Qwen's ``<|vision_start|>`` / ``<|vision_end|>`` special tokens, where the tokenizer splits
     anyway, so the ids equal tokenizing the whole text (a test checks it against the processor).
 
-    ``digests``: the images' ``image_digest`` s when the caller already has them.
+    ``digests``: the images' ``image_digest`` s when the caller already has them; ``template_kwargs``: more
+    ``apply_chat_template`` arguments (``tools``).
 
     Returns:
         ``input_ids`` int64 (1, T) with each image's placeholder expanded to its tokens,
@@ -147,7 +149,7 @@ def encode_messages(
         ``pixel_values`` is their concatenation) and ``image_grid_thw`` int64 (I, 3); on the CPU. ``None``
         when the rendered text's placeholders do not match ``images`` (the caller then uses the processor).
     """
-    text = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    text = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False, **(template_kwargs or {}))
     pieces = text.split(processor.image_token)
     if len(pieces) - 1 != len(images):
         logger.debug("found %d image placeholders for %d images", len(pieces) - 1, len(images))

@@ -8,6 +8,7 @@ It is called with the engine's lock held (``qwen_engine.QwenEngine``).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +43,19 @@ class RequestPreparer:
         self._images = PreprocessedImages()  # each distinct image is preprocessed once (decoder paths)
         self._texts = TextIds()  # each distinct text piece is tokenized once (decoder paths)
         self._system_ids: dict[str, list[int]] = {}  # system prompt text -> ids of its rendered turn
+        self.tools: list[dict[str, Any]] | None = None  # function schema the chat template renders (``tools=``)
+
+    def with_tools(self, tools: list[dict[str, Any]]) -> RequestPreparer:
+        """This preparer rendering every chat with ``tools`` (the template's function schema); the image and text
+        caches are shared, the system turns (which hold the schema) are remembered apart."""
+        view = copy.copy(self)
+        view.tools = list(tools)
+        view._system_ids = {}
+        return view
+
+    def _template(self) -> dict[str, Any]:
+        """Extra ``apply_chat_template`` arguments: ``tools`` when given."""
+        return {"tools": self.tools} if self.tools else {}
 
     def clear(self) -> None:
         """Forget every preprocessed image and tokenized text piece."""
@@ -50,7 +64,9 @@ class RequestPreparer:
 
     def render_prompt(self, messages: Sequence[Message]) -> str:
         """The prompt text the chat template makes of ``messages`` (with the generation prompt)."""
-        return self.processor.apply_chat_template(to_chat(messages), add_generation_prompt=True, tokenize=False)
+        return self.processor.apply_chat_template(
+            to_chat(messages), add_generation_prompt=True, tokenize=False, **self._template()
+        )
 
     def opens_thinking(self) -> bool:
         """True when the chat template's generation prompt opens ``<think>`` (a Thinking model)."""
@@ -67,6 +83,7 @@ class RequestPreparer:
             return_dict=True,
             return_tensors="pt",
             processor_kwargs={"images_kwargs": {"size": dict(self.image_size)}},
+            **self._template(),
         )
         return inputs.to(self.device)
 
@@ -88,7 +105,8 @@ class RequestPreparer:
             images = [part.image for part in parts]
             digests = [part.digest for part in parts]
             encoded = encode_messages(
-                self.processor, to_chat(messages), images, self.image_size, self._images, digests, self._texts
+                self.processor, to_chat(messages), images, self.image_size, self._images, digests, self._texts,
+                self._template(),
             )
             if encoded is None:
                 inputs = self.encode(messages)
@@ -116,7 +134,9 @@ class RequestPreparer:
         ids = self._system_ids.get(text)
         if ids is None:
             message = Message("system", (TextPart(text),))
-            rendered = self.processor.apply_chat_template(to_chat([message]), add_generation_prompt=False, tokenize=False)
+            rendered = self.processor.apply_chat_template(
+                to_chat([message]), add_generation_prompt=False, tokenize=False, **self._template()
+            )
             ids = list(self.processor.tokenizer(rendered, add_special_tokens=False)["input_ids"])
             if len(self._system_ids) >= _SYSTEM_MEMO_SIZE:
                 self._system_ids.pop(next(iter(self._system_ids)))

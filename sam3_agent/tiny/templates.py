@@ -21,12 +21,17 @@ template embedded in Qwen3-VL-8B-Instruct-GGUF files, ollama's Qwen3-VL Thinking
 - Qwen2.5-VL Instruct: every turn renders its text and images; a conversation that does not start with a
   system turn gets ``You are a helpful assistant.`` as one; the generation prompt is ``<|im_start|>assistant\\n``.
 
-Tool turns, tool definitions, videos and ``add_vision_id`` of the released templates are left out: the product
-never sends them.
+Tool definitions (``tools=``, the native tool format) are rendered as Qwen3-VL's templates render them (Instruct
+and Thinking: after the system text and a blank line, ``# Tools`` with one JSON signature a line inside
+``<tools></tools>`` and the ``<tool_call>`` instruction). The Qwen2.5-VL template has no tools branch and ignores
+them, as the released one does; the Qwen3.5 one leaves them out too (its released template's tool block, in the
+Qwen3-Coder style, is not reproduced here). Tool turns, videos and ``add_vision_id`` are left out: the product never
+sends them.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 Variant = Literal["qwen3_vl_instruct", "qwen3_vl_thinking", "qwen2_5_vl", "qwen3_5"]
@@ -58,9 +63,31 @@ _LEADING_SYSTEM = (
     "{%- endif -%}"
 )
 
+# Qwen3-VL (Instruct and Thinking) with ``tools``: the system turn (its text, a blank line) is followed by the
+# function signatures, one JSON object a line, and the instruction to answer in <tool_call> tags.
+_TOOLS_BLOCK = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+_TOOLS_TAIL = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call>"
+)
+# json.dumps writes each text as a Jinja string literal (same escapes), out of reach of the whitespace control
+_LEADING_SYSTEM_OR_TOOLS = (
+    "{%- if tools -%}"
+    "<|im_start|>system{{ '\n' }}"
+    "{%- if messages and messages[0].role == 'system' -%}{{ text_of(messages[0].content) }}{{ '\n\n' }}{%- endif -%}"
+    "{{ " + json.dumps(_TOOLS_BLOCK) + " }}"
+    "{%- for tool in tools -%}{{ '\n' }}{{ tool | tojson }}{%- endfor -%}"
+    "{{ " + json.dumps(_TOOLS_TAIL) + " }}<|im_end|>{{ '\n' }}"
+    "{%- else -%}" + _LEADING_SYSTEM + "{%- endif -%}"
+)
+
 _QWEN3_VL_INSTRUCT = (
     _MACROS
-    + _LEADING_SYSTEM
+    + _LEADING_SYSTEM_OR_TOOLS
     + "{%- for message in messages -%}"
     "{%- if message.role == 'user' -%}"
     "<|im_start|>user{{ '\n' }}{{ with_images(message.content) }}<|im_end|>{{ '\n' }}"
@@ -71,9 +98,8 @@ _QWEN3_VL_INSTRUCT = (
     "{%- if add_generation_prompt -%}<|im_start|>assistant{{ '\n' }}{%- endif -%}"
 )
 
-_THINKING_TURNS = (
-    _MACROS
-    + _LEADING_SYSTEM
+_THINKING_AFTER_SYSTEM = (
+    ""
     # the last user turn that is not a wrapped tool response is the query; reasoning before it is dropped
     + "{%- set query = namespace(index=messages | length - 1, found=false) -%}"
     "{%- for message in messages | reverse -%}"
@@ -111,7 +137,7 @@ _QWEN3_5_GENERATION_PROMPT = (
     "{%- else -%}<think>{{ '\n' }}{%- endif -%}{%- endif -%}"
 )
 _QWEN3_VL_THINKING = (
-    _THINKING_TURNS
+    _MACROS + _LEADING_SYSTEM_OR_TOOLS + _THINKING_AFTER_SYSTEM
     + "{%- if add_generation_prompt -%}<|im_start|>assistant{{ '\n' }}<think>{{ '\n' }}{%- endif -%}"
 )
 
@@ -130,7 +156,7 @@ CHAT_TEMPLATES: dict[Variant, str] = {
     "qwen3_vl_instruct": _QWEN3_VL_INSTRUCT,
     "qwen3_vl_thinking": _QWEN3_VL_THINKING,
     "qwen2_5_vl": _QWEN2_5_VL,
-    "qwen3_5": _THINKING_TURNS + _QWEN3_5_GENERATION_PROMPT,
+    "qwen3_5": _MACROS + _LEADING_SYSTEM + _THINKING_AFTER_SYSTEM + _QWEN3_5_GENERATION_PROMPT,
 }
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cli.flags import add_decoding_arguments
+from ..agent.tool_format import check_tool_format
+from ..cli.flags import add_decoding_arguments, add_tool_format_argument
 from ..errors import InputError
 from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_SCORE_THRESHOLD, MAX_ROUNDS_LIMIT
 from ..models.zerogpu import on_zero_gpu
@@ -61,6 +62,7 @@ ENVIRONMENT: dict[str, str] = {
     "device": "SAM3_AGENT_DEVICE",
     "max_rounds": "SAM3_AGENT_MAX_ROUNDS",
     "score_threshold": "SAM3_AGENT_SCORE_THRESHOLD",
+    "tool_format": "SAM3_AGENT_TOOL_FORMAT",
     "min_pixels": "SAM3_AGENT_MIN_PIXELS",
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
@@ -90,6 +92,7 @@ class AppSettings:
         backend: which models to load (shared by all sessions).
         max_rounds: default round budget of a run (the UI may change it per run).
         score_threshold: default SAM 3 score threshold (the UI may change it per run).
+        tool_format: how the main model calls the tools (``agent.tool_format``: ``"reference"`` or ``"native"``).
         script_piece_delay: seconds between streamed pieces of a scripted VLM (0: as fast as possible);
             lets a replay stream visibly and be stopped mid-generation.
         concurrency: runs processed at once across all sessions (1 suits one GPU).
@@ -101,6 +104,7 @@ class AppSettings:
     backend: BackendSettings = field(default_factory=_default_backend)
     max_rounds: int = DEFAULT_MAX_ROUNDS
     score_threshold: float = DEFAULT_SCORE_THRESHOLD
+    tool_format: str = "reference"
     script_piece_delay: float = 0.0
     concurrency: int = DEFAULT_CONCURRENCY
     max_image_pixels: int = APP_MAX_IMAGE_PIXELS
@@ -132,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add_decoding_arguments(parser)
+    add_tool_format_argument(parser, default=None)
     add("--max-image-pixels", type=int,
         help=f"largest photo a run accepts, in pixels (default {APP_MAX_IMAGE_PIXELS:,}; stated on the page)")
     timeouts = ServerTimeouts()
@@ -269,6 +274,7 @@ def _app_settings(values: Mapping[str, object], backend: BackendSettings) -> App
         backend=backend,
         max_rounds=int(_pick(values, "max_rounds", DEFAULT_MAX_ROUNDS)),  # type: ignore[call-overload]
         score_threshold=float(_pick(values, "score_threshold", DEFAULT_SCORE_THRESHOLD)),  # type: ignore[arg-type]
+        tool_format=str(_pick(values, "tool_format", "reference")),
         script_piece_delay=float(_pick(values, "script_piece_delay", 0.0)),  # type: ignore[arg-type]
         concurrency=int(_pick(values, "concurrency", DEFAULT_CONCURRENCY)),  # type: ignore[call-overload]
         max_image_pixels=int(_pick(values, "max_image_pixels", APP_MAX_IMAGE_PIXELS)),  # type: ignore[call-overload]
@@ -287,6 +293,7 @@ def check_settings(settings: AppSettings) -> None:
         raise InputError(f"the round budget must be between 1 and {MAX_ROUNDS_LIMIT}, got {settings.max_rounds}")
     if not 0.0 <= settings.score_threshold <= 1.0:
         raise InputError(f"the score threshold must be in [0, 1], got {settings.score_threshold}")
+    check_tool_format(settings.tool_format)
     if settings.script_piece_delay < 0:
         raise InputError(f"the script piece delay must be >= 0 seconds, got {settings.script_piece_delay}")
     if settings.concurrency < 1:

@@ -138,6 +138,7 @@ class OpenAIServerVLM:
         self.retry = retry or RetryPolicy()
         self.sampling = dict(sampling or {})
         self.sends_stream_options = True
+        self.tools: list[dict[str, Any]] = []  # function schemas sent as "tools" (``with_tools``)
         self.gate = RequestGate()
         self._encoded: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._encoded_lock = threading.Lock()
@@ -155,6 +156,13 @@ class OpenAIServerVLM:
         view = copy.copy(self)
         view.sampling = dict(sampling or {})
         view.max_new_tokens = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        return view
+
+    def with_tools(self, tools: list[dict[str, Any]]) -> OpenAIServerVLM:
+        """The same server sending ``tools`` (OpenAI function schemas: the native tool format) with every request;
+        the calls its tool parser returns in ``delta.tool_calls`` are read back as usual."""
+        view = copy.copy(self)
+        view.tools = list(tools)
         return view
 
     @property
@@ -183,6 +191,8 @@ class OpenAIServerVLM:
             "max_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
             **self.sampling,
         }
+        if self.tools:
+            body["tools"] = self.tools
         if self.sends_stream_options:
             body["stream_options"] = {"include_usage": True}
         return body

@@ -7,6 +7,7 @@ same path as with a real model, and records every request so tests can inspect t
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -78,6 +79,15 @@ class ScriptedVLM:
                         f"scripted VLM {name!r}: response {i} is {type(response).__name__!r}; use str or Generation"
                     )
         self._lock = threading.Lock()
+
+    tools: list[dict[str, Any]] | None = None  # the function schema a ``with_tools`` view was given
+
+    def with_tools(self, tools: list[dict[str, Any]]) -> ScriptedVLM:
+        """This script (responses and ``requests`` shared) as a view recording ``tools`` (the function schema the
+        native tool format sends; a test reads it back)."""
+        view = copy.copy(self)
+        view.tools = list(tools)
+        return view
 
     @property
     def calls(self) -> int:

@@ -215,6 +215,13 @@ class TransformersQwenVLM:
         view.decoding = decoding
         return view
 
+    def with_tools(self, tools: list[dict[str, Any]]) -> TransformersQwenVLM:
+        """This model with ``tools`` passed to the chat template (``tools=``: the function schema of the native tool
+        format); shares the loaded model, its lock, caches and counters."""
+        view = copy.copy(self)
+        view._engine = self._engine.with_tools(tools)
+        return view
+
     def decoding_paths(self) -> dict[str, Any]:
         """Which decoding path the engine chose for this model and why (``engine.cache_support``), for a trace."""
         return self._engine.paths()

@@ -203,7 +203,8 @@ class AgentFactory(SharedObject):
         cache_system_prompts(backends.vlm)  # done at load; on ZeroGPU in each GPU worker's first call (GpuVLM)
         vlm, verifier = self._vlms(backends)
         batch = int(backends.settings.get("verify_batch_size") or DEFAULT_VERIFY_BATCH_SIZE)  # the GPU memory plan's
-        config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold), verify_batch_size=batch)
+        config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold), verify_batch_size=batch,
+                             tool_format=self.settings.tool_format)  # type: ignore[arg-type]
         return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
 
 

@@ -1,0 +1,101 @@
+"""How the main model is told to call the tools: the reference agent's ``<tool>`` format, or the model's own.
+
+- ``"reference"`` (default): the system prompt spells out ``<tool>{"name": ..., "parameters": {...}}</tool>``, the
+  format of the reference agent, whose accuracy the SAM 3 paper reports.
+- ``"native"``: the four tools go to the model as the chat template's function schema (``tools=`` of
+  ``apply_chat_template`` locally, ``"tools"`` of the request on a server), which Qwen models are trained to answer
+  with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; the system prompt keeps all its guidance but
+  its "How to reply" section says to call the functions, and its examples are written in that form.
+
+The parser reads both forms with the same rules (``parsing``), so only the prompt and the schema differ.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from ..errors import InputError
+from ..package_files import PROMPTS_DIR
+from ..vlm.base import VLM
+from .prompts import PromptError
+from .tool_specs import TOOL_SPECS, ToolSpec
+
+ToolFormat = Literal["reference", "native"]
+TOOL_FORMATS: tuple[ToolFormat, ...] = ("reference", "native")
+DEFAULT_TOOL_FORMAT: ToolFormat = "reference"
+
+REPLY_HEADING = "# How to reply"
+NATIVE_REPLY_FILE = "native_reply.md"  # in prompts/: what the native prompt says instead of the reply section
+
+
+_JSON_TYPES = {"string": {"type": "string"}, "array<integer>": {"type": "array", "items": {"type": ["integer", "string"]}}}
+_EXAMPLE = re.compile(r"<tool>(.*?)</tool>", re.DOTALL)
+_TOOL_PARAGRAPH = r"\*\*{name}\*\*: (.*?)(?:\n\n|\Z)"
+
+
+def check_tool_format(value: Any) -> ToolFormat:
+    """``value`` when it names a tool format, else InputError naming the choices."""
+    if value not in TOOL_FORMATS:
+        raise InputError(f"tool_format must be one of {', '.join(TOOL_FORMATS)}, got {value!r}")
+    return value
+
+
+def function_schemas(main_system: str, specs: dict[str, ToolSpec] = TOOL_SPECS) -> list[dict[str, Any]]:
+    """The tools as OpenAI function schemas (``{"type": "function", "function": {name, description, parameters}}``),
+    in registry order: names and parameters from ``specs``, each tool's description from its paragraph
+    ``**name**: ...`` in ``main_system`` (the prompt stays the one text describing the tools)."""
+    schemas = []
+    for spec in specs.values():
+        found = re.search(_TOOL_PARAGRAPH.format(name=re.escape(spec.name)), main_system, re.DOTALL)
+        description = " ".join(found.group(1).split()) if found else spec.name.replace("_", " ")
+        properties = {p.name: {**_JSON_TYPES[p.json_type], "description": p.description} for p in spec.parameters}
+        schemas.append({"type": "function", "function": {
+            "name": spec.name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": list(spec.parameter_names)},
+        }})
+    return schemas
+
+
+def native_system_prompt(main_system: str) -> str:
+    """``main_system`` for the native format: its "# How to reply" section replaced by ``prompts/native_reply.md`` and each
+    example ``<tool>{"name": N, "parameters": P}</tool>`` written as ``<tool_call>{"name": N, "arguments": P}</tool_call>``.
+
+    Raises:
+        PromptError: the prompt has no "# How to reply" section, or an example is not a JSON call.
+    """
+    start = main_system.find(REPLY_HEADING)
+    if start < 0:
+        raise PromptError(f"the main system prompt has no {REPLY_HEADING!r} section for the native tool format to replace")
+    after = start + len(REPLY_HEADING)
+    following = re.search(r"^#{1,2} ", main_system[after:], re.MULTILINE)
+    end = after + following.start() if following else len(main_system)
+    reply = (PROMPTS_DIR / NATIVE_REPLY_FILE).read_text(encoding="utf-8").strip()
+    text = main_system[:start] + reply + "\n\n" + main_system[end:]
+    return _EXAMPLE.sub(_native_example, text)
+
+
+def with_tools(vlm: VLM, schemas: list[dict[str, Any]]) -> VLM:
+    """``vlm`` told the tools as its chat template's function schema (its class's ``with_tools``; looked up on the
+    class so a proxy such as ZeroGPU's ``GpuVLM`` is refused rather than bypassed).
+
+    Raises:
+        InputError: the backend cannot take a function schema.
+    """
+    method = getattr(type(vlm), "with_tools", None)
+    if method is None:
+        raise InputError(f"the VLM backend {getattr(vlm, 'name', type(vlm).__name__)!r} cannot be given the tools as "
+                         "a function schema: use the reference tool format (--tool-format reference)")
+    return method(vlm, schemas)
+
+
+def _native_example(match: re.Match[str]) -> str:
+    try:
+        call = json.loads(match.group(1))
+        name, arguments = call["name"], call["parameters"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PromptError(f"an example call in the main system prompt is not a JSON call: {match.group(0)}") from exc
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"<tool_call>\n{body}\n</tool_call>"
