@@ -53,6 +53,9 @@ def test_the_function_schema_is_built_from_the_registry_and_the_prompts_tool_par
     assert SCHEMAS[2]["function"]["parameters"]["properties"]["final_answer_masks"]["items"] == {
         "type": ["integer", "string"]}
     assert SCHEMAS[3]["function"]["parameters"] == {"type": "object", "properties": {}, "required": []}
+    # examine_each_mask's masks is optional: offered, not required
+    examine = SCHEMAS[1]["function"]["parameters"]
+    assert list(examine["properties"]) == ["masks"] and examine["required"] == []
 
 
 def test_the_native_prompt_keeps_the_guidance_and_drops_the_reference_syntax():

@@ -54,7 +54,7 @@ def function_schemas(main_system: str, specs: dict[str, ToolSpec] = TOOL_SPECS) 
         schemas.append({"type": "function", "function": {
             "name": spec.name,
             "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": list(spec.parameter_names)},
+            "parameters": {"type": "object", "properties": properties, "required": list(spec.required_names)},
         }})
     return schemas
 
