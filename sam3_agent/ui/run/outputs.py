@@ -26,8 +26,9 @@ QUEUED = "Queued: waiting for the model (it serves one run at a time)."
 # The live round's component puts its pieces together in the browser (``RoundHtml``): its value is the
 # reasoning, the other pieces are props, so each streamed update carries only what changed (Gradio diffs
 # every output of a generator against its previous value: a grown string is sent as an append).
-LIVE_ROUND_TEMPLATE = "${top}${value}${middle}${cards}${end}"
-LIVE_ROUND_PROPS = ("top", "middle", "cards", "end")
+# (Prop names must not be attributes of gr.HTML: Gradio reads an update's keys off the component; ``end`` is one.)
+LIVE_ROUND_TEMPLATE = "${round_top}${value}${round_middle}${round_cards}${round_end}"
+LIVE_ROUND_PROPS = ("round_top", "round_middle", "round_cards", "round_end")
 
 
 class RunOutputs(NamedTuple):
@@ -50,12 +51,14 @@ def unchanged() -> RunOutputs:
 
 def live_update(parts: RoundHtml) -> dict[str, Any]:
     """The live round's component value (the escaped reasoning) and props (its other pieces)."""
-    return gr.update(value=parts.reasoning, top=parts.top, middle=parts.middle, cards=parts.cards, end=parts.end)
+    return gr.update(value=parts.reasoning, round_top=parts.top, round_middle=parts.middle, round_cards=parts.cards,
+                     round_end=parts.end)
 
 
 def live_round_html(update: dict[str, Any]) -> str:
     """The HTML the browser shows for a ``live_update`` (``LIVE_ROUND_TEMPLATE`` filled in)."""
-    return update["top"] + update["value"] + update["middle"] + update["cards"] + update["end"]
+    return (update["round_top"] + update["value"] + update["round_middle"] + update["round_cards"]
+            + update["round_end"])
 
 
 def not_started(line: StatusLine) -> RunOutputs:
