@@ -20,6 +20,7 @@ from sam3_agent.trace.io import load_trace, load_trace_zip
 from sam3_agent.ui.run import handlers as handlers_module
 from sam3_agent.ui.run import runner as runner_module
 from sam3_agent.ui.run.handlers import Handlers
+from sam3_agent.ui.run.outputs import live_round_html
 from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.run.slot import RunSlot
 from sam3_agent.ui.settings import AppSettings
@@ -82,7 +83,7 @@ def test_a_run_streams_rounds_and_ends_with_downloads(tmp_path):
                             "Running: starting (budget 10 rounds)</div>")
     assert first.downloads is None and first.final_image is None
     assert "Done: 1 mask selected after 4 rounds." in last.status
-    assert last.rounds.count('<section class="round"') == 4 and last.live == ""
+    assert last.rounds.count('<section class="round"') == 4 and live_round_html(last.live) == ""
     # The answer comes with the run's last update; the trace .zip follows by its own event.
     assert last.final_image is not None and Image.open(last.final_image).size == (512, 512)
     assert [Path(p).name for p in last.downloads] == ["final_masks.json"]
@@ -91,7 +92,7 @@ def test_a_run_streams_rounds_and_ends_with_downloads(tmp_path):
     counts = [o.rounds.count('<section class="round"') for o in outputs]
     assert counts == sorted(counts) and set(counts) == {0, 1, 2, 3, 4}
     # the live round carries the streaming reasoning while a round runs
-    assert any('class="round round-live" data-round="1"' in o.live for o in outputs)
+    assert any('class="round round-live" data-round="1"' in live_round_html(o.live) for o in outputs)
 
 
 def test_downloads_hold_coco_masks_and_the_trace(tmp_path):
@@ -266,9 +267,9 @@ def test_stop_ends_a_run_promptly_during_generation_and_keeps_its_trace(tmp_path
     thread = threading.Thread(target=drive)
     thread.start()
     deadline = time.monotonic() + 120  # generous: what is waited for is the streamed text, not a time
-    while not (outputs and "w3 " in outputs[-1].live) and time.monotonic() < deadline:
+    while not (outputs and "w3 " in outputs[-1].live["value"]) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert "w3 " in outputs[-1].live
+    assert "w3 " in outputs[-1].live["value"]
     result = list(handlers.stop(slot))
     thread.join(120)
     assert not thread.is_alive()
@@ -555,7 +556,7 @@ def test_run_during_a_run_stops_it_and_the_new_one_follows(tmp_path):
                                                                          first)))
     thread.start()
     deadline = time.monotonic() + 5
-    while not (outputs and "w3 " in outputs[-1].live) and time.monotonic() < deadline:
+    while not (outputs and "w3 " in outputs[-1].live["value"]) and time.monotonic() < deadline:
         time.sleep(0.01)
     status, second = handlers.queued(slot)  # Run pressed again while the first streams
     assert "Stopping the current run: the new one starts as soon as it has ended." in status

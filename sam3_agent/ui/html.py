@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 from PIL import Image
@@ -109,6 +110,28 @@ def mistake_title(key: str) -> str:
     return MISTAKE_TITLES.get(key, key.replace("_", " "))
 
 
+@dataclass(frozen=True)
+class RoundHtml:
+    """A round's HTML in the pieces a live page patches apart: ``html`` is ``top + reasoning + middle + cards + end``.
+
+    While a round streams only ``reasoning`` (escaped text) and ``cards`` grow, each by an append (escaping keeps
+    a prefix a prefix), so Gradio's diff of a streamed output sends only what is new; the other pieces are small.
+    """
+
+    top: str  # the section's opening, its header, the reasoning's opening up to its text
+    reasoning: str
+    middle: str  # the reasoning's closing, the call, mistake, stop, failure, summary; the cards' opening
+    cards: str
+    end: str  # the cards' closing, overlay, reply, the section's closing
+
+    @property
+    def html(self) -> str:
+        return self.top + self.reasoning + self.middle + self.cards + self.end
+
+
+NO_ROUND = RoundHtml(top="", reasoning="", middle="", cards="", end="")  # no round in progress: nothing shown
+
+
 def render_round(view: RoundView, urls: ImageUrls, reasoning_open: bool = False, context_button: bool = False) -> str:
     """One round: header (number / budget, time, tokens), reasoning, call, reply, overlay, cards.
 
@@ -116,6 +139,12 @@ def render_round(view: RoundView, urls: ImageUrls, reasoning_open: bool = False,
     unless ``reasoning_open``. ``context_button`` adds a button (``ctx-open``) that opens the round's context.
     A model mistake is shown once: its name, then what the model was told.
     """
+    return round_parts(view, urls, reasoning_open, context_button).html
+
+
+def round_parts(view: RoundView, urls: ImageUrls, reasoning_open: bool = False,
+                context_button: bool = False) -> RoundHtml:
+    """``render_round``'s HTML in its pieces (``RoundHtml``)."""
     budget = f" / {view.max_rounds}" if view.max_rounds else ""
     classes = "round round-live" if view.streaming else "round"
     finished = f' data-finished="{view.finished_at:.3f}"' if view.finished_at is not None else ""
@@ -123,42 +152,44 @@ def render_round(view: RoundView, urls: ImageUrls, reasoning_open: bool = False,
     head = f"Round {view.index}{budget}" + (" (in progress)" if view.streaming else "")
     button = (f' <button class="ctx-open" data-round="{view.index}" type="button">Context sent</button>'
               if context_button else "")
+    top = (
+        f'<section class="{classes}" data-round="{view.index}"{finished}>'
+        f'<div class="round-head"><b>{escape(head)}</b> <small class="round-cost">{escape(cost)}</small>{button}</div>'
+        f'<details class="reasoning"{" open" if view.streaming or reasoning_open else ""}>'
+        f'<summary>{"Reasoning (streaming)" if view.streaming else "Reasoning"}</summary>'
+        '<pre class="reasoning-text">'
+    )
     reasoning = escape(view.reasoning) if view.reasoning else '<span class="none">(no reasoning written)</span>'
-    parts = [
-        f'<section class="{classes}" data-round="{view.index}"{finished}>',
-        f'<div class="round-head"><b>{escape(head)}</b> <small class="round-cost">{escape(cost)}</small>{button}</div>',
-        (
-            f'<details class="reasoning"{" open" if view.streaming or reasoning_open else ""}>'
-            f'<summary>{"Reasoning (streaming)" if view.streaming else "Reasoning"}</summary>'
-            f'<pre class="reasoning-text">{reasoning}</pre></details>'
-        ),
-    ]
+    middle = ["</pre></details>"]
     if view.call_text is not None:
-        parts.append(f'<div class="tool-call">Tool call: <code>{escape(view.call_text)}</code></div>')
+        middle.append(f'<div class="tool-call">Tool call: <code>{escape(view.call_text)}</code></div>')
     elif view.writing_call:
-        parts.append(f'<div class="tool-call tool-writing">Writing a tool call: <code>{escape(view.writing_call)}</code>'
-                     "</div>")
+        middle.append(f'<div class="tool-call tool-writing">Writing a tool call: <code>{escape(view.writing_call)}'
+                      "</code></div>")
     if view.mistake is not None:
         told = f"<pre>{escape(view.reply_text)}</pre>" if view.reply_text else ""
-        parts.append(f'<div class="mistake"><b>Model mistake: {escape(mistake_title(view.mistake))}.</b> '
-                     f"The model was told:{told}</div>")
+        middle.append(f'<div class="mistake"><b>Model mistake: {escape(mistake_title(view.mistake))}.</b> '
+                      f"The model was told:{told}</div>")
     if view.stopped:
-        parts.append('<div class="round-stopped">Stopped by the user during this round.</div>')
+        middle.append('<div class="round-stopped">Stopped by the user during this round.</div>')
     if view.failure is not None:
-        parts.append(f'<div class="round-failed">Backend failure: {escape(view.failure)}</div>')
+        middle.append(f'<div class="round-failed">Backend failure: {escape(view.failure)}</div>')
     if view.summary and view.mistake is None:
-        parts.append(f'<div class="tool-summary">{escape(view.summary)}</div>')
+        middle.append(f'<div class="tool-summary">{escape(view.summary)}</div>')
+    end = []
     if view.cards:
-        parts.append('<div class="cards">' + "".join(render_card(c, urls) for c in view.cards) + "</div>")
+        middle.append('<div class="cards">')
+        end.append("</div>")
     if view.overlay is not None:
-        parts.append(_img(urls, view.overlay, OVERLAY_SIDE, "overlay", f"round {view.index} overlay"))
+        end.append(_img(urls, view.overlay, OVERLAY_SIDE, "overlay", f"round {view.index} overlay"))
     if view.reply_text is not None and view.mistake is None:
-        parts.append(
+        end.append(
             f'<details class="tool-reply" open><summary>Reply to the model</summary>'
             f"<pre>{escape(view.reply_text)}</pre></details>"
         )
-    parts.append("</section>")
-    return "".join(parts)
+    end.append("</section>")
+    return RoundHtml(top=top, reasoning=reasoning, middle="".join(middle),
+                     cards="".join(render_card(c, urls) for c in view.cards), end="".join(end))
 
 
 def _entry(entry: ContextEntry, urls: ImageUrls) -> str:
@@ -290,9 +321,11 @@ class RunPage:
             self._rounds.append(render_round(view, self.urls, context_button=True))
         return "".join(reversed(self._rounds))
 
-    def live_html(self, live: RoundView | None) -> str:
-        """The round in progress, or ``""``."""
-        return render_round(live, self.urls, context_button=True) if live is not None else ""
+    def live_parts(self, live: RoundView | None) -> RoundHtml:
+        """The round in progress in its pieces (``RoundHtml``); every piece ``""`` when there is none."""
+        if live is None:
+            return NO_ROUND
+        return round_parts(live, self.urls, context_button=True)
 
     def context_html(self, panel: ContextPanel | None) -> str:
         """The context panel (re-rendered only when its round or token count changes)."""

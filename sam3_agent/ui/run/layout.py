@@ -24,6 +24,7 @@ from ..settings import AppSettings
 from ..view import StatusLine
 from .handlers import Handlers
 from .inline_image import send_inline
+from .outputs import LIVE_ROUND_PROPS, LIVE_ROUND_TEMPLATE
 from .runner import ModelInfo
 from .start import photo_limit, space_note
 from .uploads import image_upload
@@ -143,7 +144,8 @@ def _answer_columns(ready: bool) -> RunPanel:
             downloads = gr.File(label="Downloads: final masks (COCO JSON) and trace (.zip)",
                                 file_count="multiple", interactive=False, elem_id="downloads")
             correct_run = gr.Button("Correct these masks", elem_id="correct-run-btn")
-        live = gr.HTML(elem_id="live-round", js_on_load=ROUND_CLICKS)
+        live = gr.HTML(elem_id="live-round", js_on_load=ROUND_CLICKS, html_template=LIVE_ROUND_TEMPLATE,
+                       **dict.fromkeys(LIVE_ROUND_PROPS, ""))
         rounds = gr.HTML(elem_id="rounds", js_on_load=ROUND_CLICKS)
     with gr.Column(scale=3, min_width=260, elem_id="run-context"):
         gr.Markdown("#### Context sent to the model")

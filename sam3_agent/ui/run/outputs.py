@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from ...types import Trace
-from ..html import ImageUrls, RunPage, render_context, render_final_masks, render_status
+from ..html import NO_ROUND, ImageUrls, RoundHtml, RunPage, render_context, render_final_masks, render_status
 from ..run_view import RunView
 from ..view import StatusLine, final_mask_rows, final_status_line
 from .runner import Answer
@@ -23,6 +23,12 @@ WITHDRAWN = "Stopped before it started: the run was still waiting in the queue."
 STOPPING = "Stopping: the model finishes its current step, then the trace so far is kept."
 REPLACING = "Stopping the current run: the new one starts as soon as it has ended."
 QUEUED = "Queued: waiting for the model (it serves one run at a time)."
+# The live round's component puts its pieces together in the browser (``RoundHtml``): its value is the
+# reasoning, the other pieces are props, so each streamed update carries only what changed (Gradio diffs
+# every output of a generator against its previous value: a grown string is sent as an append).
+# (Prop names must not be attributes of gr.HTML: Gradio reads an update's keys off the component; ``end`` is one.)
+LIVE_ROUND_TEMPLATE = "${round_top}${value}${round_middle}${round_cards}${round_end}"
+LIVE_ROUND_PROPS = ("round_top", "round_middle", "round_cards", "round_end")
 
 
 class RunOutputs(NamedTuple):
@@ -30,7 +36,7 @@ class RunOutputs(NamedTuple):
 
     status: str
     rounds: str
-    live: str
+    live: dict[str, Any]  # an update of the live round's value and props (``live_update``)
     context: str
     final_image: str | None
     final_masks: str
@@ -43,10 +49,22 @@ def unchanged() -> RunOutputs:
     return RunOutputs(*([gr.skip()] * len(RunOutputs._fields)))
 
 
+def live_update(parts: RoundHtml) -> dict[str, Any]:
+    """The live round's component value (the escaped reasoning) and props (its other pieces)."""
+    return gr.update(value=parts.reasoning, round_top=parts.top, round_middle=parts.middle, round_cards=parts.cards,
+                     round_end=parts.end)
+
+
+def live_round_html(update: dict[str, Any]) -> str:
+    """The HTML the browser shows for a ``live_update`` (``LIVE_ROUND_TEMPLATE`` filled in)."""
+    return (update["round_top"] + update["value"] + update["round_middle"] + update["round_cards"]
+            + update["round_end"])
+
+
 def not_started(line: StatusLine) -> RunOutputs:
     """The page of a run that did not start: only the status line says why; the rest is cleared."""
-    return RunOutputs(render_status(line), "", "", render_context(None, ImageUrls()), None, "", None,
-                      gr.update(visible=False))
+    return RunOutputs(render_status(line), "", live_update(NO_ROUND), render_context(None, ImageUrls()), None,
+                      "", None, gr.update(visible=False))
 
 
 def run_outputs(view: RunView, page: RunPage, stopping: StatusLine | None = None,
@@ -59,7 +77,7 @@ def run_outputs(view: RunView, page: RunPage, stopping: StatusLine | None = None
     return RunOutputs(
         status=render_status(line),
         rounds=page.rounds_html(view.rounds),
-        live=page.live_html(live),
+        live=live_update(page.live_parts(live)),
         context=page.context_html(view.context),
         final_image=str(answer.overlay) if answer is not None and answer.overlay is not None else None,
         final_masks=render_final_masks(final_mask_rows(view.final_masks)) if ended else "",
