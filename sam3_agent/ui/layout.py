@@ -55,7 +55,8 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         ticket = gr.Number(0, visible=False, precision=0)  # the newest Run press (handlers.queued)
         _header(handlers, settings)
         review_bar = build_review_bar()  # the review queue's bar: hidden until a batch is opened for review
-        with gr.Tabs(elem_id="tabs") as tabs:
+        # on a phone the tab labels wrap onto a second row (Gradio's default hides the last ones behind a menu)
+        with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as tabs:
             correct_run = build_run_tab(handlers, settings, slot, ticket)
             demo.unload(handlers.unload)
             inspected = build_inspect_tab(handlers.inspect)
