@@ -69,6 +69,12 @@ def _img(urls: ImageUrls, part, max_side: int, css: str, alt: str) -> str:
     return f'<img class="{css}" src="{urls.url(part.name, part.image, max_side)}" alt="{escape(alt)}"/>'
 
 
+# The ``js_on_load`` of every status line's ``gr.HTML``: its element (which stays while its content is replaced) is a
+# polite live region, so a screen reader announces "Done", an error or a refusal when it appears. A live region must
+# exist before its text changes: one inside the replaced HTML would be new each time and said by few readers.
+LIVE_STATUS_JS = "element.setAttribute('role', 'status'); element.setAttribute('aria-live', 'polite');"
+
+
 def render_status(line: StatusLine) -> str:
     """The status line: ``<div class="status status-<kind>">``."""
     return (

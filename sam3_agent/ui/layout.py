@@ -70,7 +70,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
 def _header(handlers: Handlers, settings: AppSettings) -> None:
     """The page's title and introduction, and the note about the models when there is one (``_notice``)."""
     gr.Markdown(
-        "## SAM3 Agent\nA vision-language model reasons in rounds and calls SAM 3 to segment what your "
+        "# SAM3 Agent\nA vision-language model reasons in rounds and calls SAM 3 to segment what your "
         "query points at. Press Run: the status and the answer come first, then every round as it happens, "
         "and the context the model was sent."
     )

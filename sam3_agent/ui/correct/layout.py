@@ -18,7 +18,7 @@ from typing import Any
 import gradio as gr
 
 from ...imaging.draw import FILL_ALPHA
-from ..html import render_status
+from ..html import LIVE_STATUS_JS, render_status
 from ..view import StatusLine
 from .handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs
 from .tools import TOOL_SELECT, TOOLS
@@ -77,7 +77,7 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
     with gr.Tab("Correct", id=CORRECT_TAB_ID, elem_id="tab-correct"):
         # only the session's key: the session itself lives in handlers.sessions, bounded in time and memory
         session = gr.State(None, time_to_live=handlers.sessions.ttl_s, delete_callback=handlers.forget)
-        status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status")
+        status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status", js_on_load=LIVE_STATUS_JS)
         with gr.Row(equal_height=False, elem_id="correct-row"):
             canvas = _canvas_column()
             controls = _controls_column()
