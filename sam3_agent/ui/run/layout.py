@@ -38,7 +38,10 @@ SHOW_ANSWER_COLUMN = """
   const column = document.getElementById('run-answer');
   if (!column) return;
   const top = column.getBoundingClientRect().top;
-  if (top < 0 || top > window.innerHeight * 0.6) column.scrollIntoView({behavior: 'smooth', block: 'start'});
+  // to a whole pixel at or above the column's top: scrollIntoView can stop a fraction below it (half the status cut)
+  if (top < 0 || top > window.innerHeight * 0.6) {
+    window.scrollTo({top: Math.floor(window.scrollY + top), behavior: 'smooth'});
+  }
 }
 """
 
