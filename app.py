@@ -2,7 +2,7 @@
 
     python app.py                          # real models (loaded once, shared by all sessions)
     python app.py --preset tiny            # offline, tiny random-weight models
-    python app.py --preset tiny --script assets/example_script.json
+    python app.py --preset tiny --script sam3_agent/assets/example_script.json
 
 Every flag has an environment variable (``python app.py --help`` lists them), so the same file runs
 as a Hugging Face Space.

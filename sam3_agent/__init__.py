@@ -16,8 +16,9 @@ stays cheap; torch and transformers load with the first name that needs them.
 
 The package, wing by wing (each folder's docstring says what lives there and what it may import):
 the ground floor (``types``, ``messages``, ``mask_set``, ``events``, ``errors``, ``limits``, ``rle``, ``images``,
-``edit_ops``, ``shared``), ``presets``, and ``agent/``, ``imaging/``, ``sam/``, ``vlm/``, ``engine/``,
-``models/``, ``trace/``, ``correct/``, ``cli/``, ``ui/``, ``datasets/``, ``bench/``, ``smoke/``, ``tiny/``.
+``edit_ops``, ``shared``, ``package_files``: where the shipped prompts and example photos lie), ``presets``, and
+``agent/``, ``imaging/``, ``sam/``, ``vlm/``, ``engine/``, ``models/``, ``trace/``, ``correct/``, ``cli/``, ``ui/``,
+``datasets/``, ``bench/``, ``smoke/``, ``tiny/``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _EXPORTS = {
     "build_backends": ".presets",
     "build_point_segmenter": ".presets",
     "load_image": ".images",
+    "ASSETS_DIR": ".package_files",
     "Sam3AgentError": ".errors",
     "InputError": ".errors",
     "BackendError": ".errors",

@@ -1,4 +1,4 @@
-"""``python -m sam3_agent``: see ``sam3_agent.cli.main``."""
+"""``python -m sam3_agent``: see ``sam3_agent.cli.main`` (the same command as the ``sam3-agent`` script)."""
 
 import sys
 

@@ -9,8 +9,6 @@ import json
 import zipfile
 import zlib
 
-from PIL import Image, UnidentifiedImageError
-
 
 class Sam3AgentError(Exception):
     """Base class of the errors this package raises on purpose."""
@@ -64,6 +62,8 @@ def describe(error: BaseException) -> str:
 
     File faults (zip, compression, JSON, images, memory) are said here; anything else is ``errors.what_went_wrong``.
     """
+    from PIL import Image, UnidentifiedImageError  # here, not at the top: the command line's --help imports errors
+
     if isinstance(error, Sam3AgentError):
         return str(error)
     if isinstance(error, MemoryError):

@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import InputError
+from .limits import MAX_IMAGE_PIXELS
 
 try:  # HEIC/HEIF (iPhone photos); AVIF is built into Pillow >= 11.3
     from pillow_heif import register_heif_opener
@@ -35,7 +36,7 @@ else:
 
 logger = logging.getLogger(__name__)
 
-MAX_PIXELS = 64_000_000  # decompression-bomb cap (pixels); configurable per call
+MAX_PIXELS = MAX_IMAGE_PIXELS  # decompression-bomb cap (pixels); configurable per call
 MIN_SIDE = 8  # smallest accepted width/height (pixels): nothing below this can be segmented usefully
 # What a message over the pixel limit advises by default (a front end with another limit passes its own advice).
 LIMIT_ADVICE = "downscale it (or raise the limit: --max-image-pixels on the command line, max_pixels in Python)"

@@ -1,7 +1,8 @@
 """Run limits shared by the agent and every front end.
 
-Kept free of heavy imports (no torch, no Gradio), so a front end can show them, e.g. in
-``python app.py --help``, before any model library loads.
+Kept free of imports (no torch, no Gradio, not even numpy), so a front end can show them, e.g. in
+``python -m sam3_agent --help`` or ``python app.py --help``, before any model library loads. Each default lives
+here once; the modules that apply it import it from here.
 """
 
 DEFAULT_MAX_ROUNDS = 30  # the round budget of a run unless one is given
@@ -13,3 +14,7 @@ MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and l
 # checkpoints allow far more (Qwen3-VL: 16.7 M px, over 16k tokens per image).
 DEFAULT_MIN_PIXELS = 256 * 28 * 28
 DEFAULT_MAX_PIXELS = 1280 * 28 * 28
+
+MAX_IMAGE_PIXELS = 64_000_000  # decompression-bomb cap on an input photo (pixels); configurable per call
+DEFAULT_SCORE_THRESHOLD = 0.5  # SAM 3 detection score cut of segment_phrase: the reference agent's default
+DEFAULT_VERIFY_BATCH_SIZE = 8  # masks verified per batch; the tool's usual 1-10 masks take one or two batches

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from .engine.decoding import DecodingOverrides, apply_overrides, check_overrides
 from .errors import InputError
+from .limits import DEFAULT_VERIFY_BATCH_SIZE
 from .models.gpu_memory import (
     DEFAULT_VLM_BYTES,
     MemoryPlan,
@@ -41,9 +41,9 @@ from .vlm.base import VLM
 logger = logging.getLogger(__name__)
 
 Preset = Literal["real", "tiny"]
-TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl"]
+TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe"]  # the names of tiny.TINY_VLM_KINDS
 TINY_MAX_NEW_TOKENS = 48  # random weights ramble; keep tiny runs short
-SERVER_MAX_NEW_TOKENS = 1024  # token budget of a server's calls unless asked (the server applies its own sampling)
+SERVER_MAX_NEW_TOKENS = 1024  # token budget of a server's calls unless asked (sampling: ``vlm.server_sampling``)
 _build_lock = threading.Lock()
 
 
@@ -55,12 +55,16 @@ def cache_dir() -> Path:
 def tiny_model_paths(vlm_kind: TinyVlmKind = "qwen3_vl") -> tuple[Path, Path]:
     """Build (once) and return the folders of the tiny SAM 3 and tiny Qwen-VL models."""
     from .tiny.qwen import build_tiny_qwen
+    from .tiny.qwen3_5 import build_tiny_qwen3_5
     from .tiny.sam3 import build_tiny_sam3
 
     root = cache_dir() / "tiny"
     with _build_lock:
         sam3 = build_tiny_sam3(root / "sam3")
-        vlm = build_tiny_qwen(root / vlm_kind, kind=vlm_kind)
+        if vlm_kind in ("qwen3_5", "qwen3_5_moe"):
+            vlm = build_tiny_qwen3_5(root / vlm_kind, kind=vlm_kind)
+        else:
+            vlm = build_tiny_qwen(root / vlm_kind, kind=vlm_kind)
     return sam3, vlm
 
 
@@ -216,7 +220,7 @@ def check_backend_settings(settings: BackendSettings) -> None:
         InputError: an unknown preset; a model id given with the ``tiny`` preset (which builds its own models); a
             token budget or pixel bound that is not a whole number of at least 1; ``min_pixels`` above ``max_pixels``;
             decoding values that contradict each other or are out of range (``engine.decoding.check_overrides``) or
-            that a server or script would ignore; a server URL without a model name; both a server and a script.
+            that a script would ignore; a server URL without a model name; both a server and a script.
     """
     if settings.preset not in ("real", "tiny"):
         raise InputError(f"unknown preset {settings.preset!r}: use 'real' or 'tiny'")
@@ -241,10 +245,10 @@ def check_backend_settings(settings: BackendSettings) -> None:
         check_overrides(replace(settings.decoding, max_new_tokens=settings.max_new_tokens))
     except ValueError as error:
         raise InputError(str(error)) from None
-    if settings.decoding.sets_sampling() and (settings.vlm_server or settings.script):
+    if settings.decoding.sets_sampling() and settings.script:
         raise InputError(
-            "--decoding, --temperature, --top-p, --top-k and --seed apply to a local model (--vlm-model): "
-            "a server decodes with its own settings, a script replays its text"
+            "--decoding, --temperature, --top-p, --top-k and --seed apply to a model (--vlm-model or --vlm-server): "
+            "a script replays its text"
         )
 
 
@@ -264,7 +268,7 @@ def build_backends(settings: BackendSettings) -> Backends:
     if settings.script:
         vlm, verifier = _scripted_vlms(settings.script, record)
     elif settings.vlm_server:
-        vlm = verifier = _server_vlm(settings, max_new_tokens, record)
+        vlm, verifier = _server_vlms(settings, max_new_tokens, record)
     else:
         vlm, verifier, max_new_tokens = _loaded_vlms(settings, vlm_id, plan, record)
     record["max_new_tokens"] = max_new_tokens
@@ -308,21 +312,27 @@ def _scripted_vlms(script_file: str, record: dict[str, Any]) -> tuple[VLM, VLM]:
     return main, ScriptedVLM(script["verify"], name=f"scripted-verify:{name}")
 
 
-def _server_vlm(settings: BackendSettings, max_new_tokens: int, record: dict[str, Any]) -> VLM:
-    """The VLM behind an OpenAI-compatible server (main and verification calls alike); records where it is."""
+def _server_vlms(settings: BackendSettings, max_new_tokens: int, record: dict[str, Any]) -> tuple[VLM, VLM]:
+    """The main and verification views of an OpenAI-compatible server (one connection pool and request gate),
+    sending the decoding fields the flags ask for (``vlm.server_sampling``); records where it is and what is sent."""
     from .vlm.openai_server import OpenAIServerVLM, ServerTimeouts
+    from .vlm.server_sampling import server_sampling
 
     timeouts = ServerTimeouts.resolve(settings.vlm_server_connect_timeout, settings.vlm_server_read_timeout,
                                       settings.vlm_server_deadline)
+    sampling = server_sampling(settings.decoding)
     vlm = OpenAIServerVLM(
         settings.vlm_server, settings.vlm_server_model or "",
         api_key=settings.api_key or os.environ.get("OPENAI_API_KEY"), timeouts=timeouts,
         max_new_tokens=max_new_tokens, min_pixels=settings.min_pixels, max_pixels=settings.max_pixels,
+        sampling=sampling.main,
     )
+    verify_budget = settings.decoding.verify_max_new_tokens or max_new_tokens
+    verifier = vlm.with_sampling(sampling.verify, max_new_tokens=verify_budget)
     record.update(vlm_model=settings.vlm_server_model, vlm_server=settings.vlm_server,
                   vlm_server_timeouts=asdict(timeouts), min_pixels=vlm.image_limits.min_pixels,
-                  max_pixels=vlm.image_limits.max_pixels)
-    return vlm
+                  max_pixels=vlm.image_limits.max_pixels, decoding=sampling.as_record(max_new_tokens, verify_budget))
+    return vlm, verifier
 
 
 def _loaded_vlms(settings: BackendSettings, vlm_id: str, plan: MemoryPlan | None,
@@ -334,8 +344,9 @@ def _loaded_vlms(settings: BackendSettings, vlm_id: str, plan: MemoryPlan | None
     vlm, verifier, record["decoding"] = _decoding_views(loaded, settings, settings.preset == "tiny")
     if not on_zero_gpu():
         cache_system_prompts(vlm)
+    paths = getattr(loaded, "decoding_paths", None)  # the local engine's choice of path (a stand-in VLM has none)
     record.update(vlm_model=vlm_id, min_pixels=settings.min_pixels, max_pixels=max_pixels,
-                  prefix_cache=settings.prefix_cache)
+                  prefix_cache=settings.prefix_cache, **({"decoding_path": paths()} if paths else {}))
     return vlm, verifier, record["decoding"]["main"]["max_new_tokens"]
 
 

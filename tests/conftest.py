@@ -13,8 +13,9 @@ from PIL import Image
 
 from sam3_agent.errors import BackendError
 from sam3_agent.mask_set import Masks
+from sam3_agent.package_files import ASSETS_DIR
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 
 # Tests never write into the user's cache or the repository: the tiny models are built in a temporary folder (kept
 # between runs, so they are built once) unless SAM3_AGENT_CACHE names another place; apps started by the tests
@@ -23,7 +24,7 @@ os.environ.setdefault("SAM3_AGENT_CACHE", str(Path(tempfile.gettempdir()) / "sam
 
 
 def photo(name: str = "astronaut.jpg") -> Image.Image:
-    """A real photo from assets/, RGB."""
+    """A real photo from sam3_agent/assets/, RGB."""
     return Image.open(ASSETS / name).convert("RGB")
 
 

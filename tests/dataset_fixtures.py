@@ -15,9 +15,10 @@ from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.messages import Message
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.vlm.scripted import ScriptedVLM
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 FIXTURES = Path(__file__).resolve().parent / "data" / "datasets"
 PHOTOS = ("astronaut.jpg", "coffee.jpg", "chelsea.jpg", "rocket.jpg")
 QUERIES = ("the flag", "the cup", "the cat's ear", "the rocket", "the person")

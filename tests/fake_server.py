@@ -28,6 +28,20 @@ def chunk(content: str | None = None, finish: str | None = None, **delta_extra: 
     return {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
 
 
+def tool_call_chunks(name: str, parameters: dict[str, Any], content: str = "", pieces: int = 3,
+                     finish: str = "tool_calls") -> list[dict[str, Any]]:
+    """A call as vLLM's tool parser (``--tool-call-parser hermes``) streams it: any text before the call as content,
+    then the call's id and name, then its JSON arguments in ``pieces`` pieces, then the finish reason."""
+    arguments = json.dumps(parameters)
+    size = -(-len(arguments) // pieces)
+    items = [chunk(content)] if content else []
+    items.append(chunk("", None, tool_calls=[{"index": 0, "id": "chatcmpl-tool-1", "type": "function",
+                                              "function": {"name": name}}]))
+    items += [chunk(None, None, tool_calls=[{"index": 0, "function": {"arguments": arguments[i:i + size]}}])
+              for i in range(0, len(arguments), size)]
+    return items + [chunk("", finish)]
+
+
 def usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
     return {"id": "c1", "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                                  "total_tokens": prompt + completion}}
@@ -151,6 +165,19 @@ class FakeServer:
             handler.send_header("Content-Length", str(len(data)))
             for name, value in (headers or {}).items():
                 handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+
+        return handle
+
+    def html_page(self, page: str, status: int = 200) -> Handler:
+        """A web page (a web UI, a proxy's login or error page) as ``text/html``."""
+
+        def handle(handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+            data = page.encode()
+            handler.send_response(status)
+            handler.send_header("Content-Type", "text/html; charset=utf-8")
+            handler.send_header("Content-Length", str(len(data)))
             handler.end_headers()
             handler.wfile.write(data)
 

@@ -3,7 +3,7 @@
     python tests/mutations.py            # every mutation (a few minutes on 2 cores)
     python tests/mutations.py rope_shift # only the named ones
 
-The project (``sam3_agent/``, ``tests/``, ``prompts/``, ``assets/``) is copied to a temporary folder; first the
+The project (``sam3_agent/`` with its prompts and photos, ``tests/``) is copied to a temporary folder; first the
 unchanged copy must pass ``tests/test_engine_conformance.py``, then each mutation is applied alone (one exact
 text replacement in one file) and the suite must fail. Prints one line per mutation and exits 0 only when the
 clean copy passes and every mutation is caught. Uses ``$SAM3_AGENT_CACHE`` like the tests.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "tests/test_engine_conformance.py"
-COPIED = ("sam3_agent", "tests", "prompts", "assets")
+COPIED = ("sam3_agent", "tests")  # the prompts and photos ship inside sam3_agent/
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,13 @@ MUTATIONS = (
         "sam3_agent/engine/qwen_decode.py",
         "histories = [r.tokens.ids.tolist() for r in requests] if self._penalty is not None else []",
         "histories = [[] for r in requests] if self._penalty is not None else []",
+    ),
+    Mutation(
+        "recurrent_state_shared",
+        "in a hybrid model's batch every row decodes from the first row's linear-attention (recurrent) state",
+        "sam3_agent/engine/row_caches.py",
+        "torch.cat([s.recurrent for s in layer])",
+        "torch.cat([layer[0].recurrent for s in layer])",
     ),
 )
 

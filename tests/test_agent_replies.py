@@ -233,7 +233,7 @@ def error_verdict_event():
 def test_cli_prints_why_a_mask_was_kept_unchecked():
     import io
 
-    from sam3_agent.cli.main import EventPrinter
+    from sam3_agent.cli.run import EventPrinter
 
     out = io.StringIO()
     EventPrinter(out)(error_verdict_event())

@@ -10,11 +10,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from conftest import ASSETS
 
-ROOT = ASSETS.parent
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: app.py and tests/data
 pytestmark = pytest.mark.slow  # starts app.py (tiny models) in a process of its own
 
 

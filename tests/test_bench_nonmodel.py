@@ -3,6 +3,8 @@ printed by ``python -m sam3_agent.bench.nonmodel``)."""
 
 from __future__ import annotations
 
+import pytest
+
 from sam3_agent.bench.nonmodel_run import measure_app, measure_case
 from sam3_agent.bench.scene import DUPLICATE_EVERY, detections
 
@@ -41,3 +43,27 @@ def test_the_prefill_goal_reads_the_model_benchmarks_target_line():
     match, app = PREFILL.search(printed), PREFILL_APP.search(printed)
     assert match is not None and app is not None
     assert (match.group(1), match.group(2).lower(), app.group(1)) == ("40.5", "no", "27.6")
+
+
+@pytest.mark.slow
+def test_the_benchmark_command_runs_as_shipped_at_a_small_size(capsys):
+    from sam3_agent.bench.nonmodel import main
+
+    status = main(["--repeat", "1", "--cases", "240x160/6", "--memory-case", "320", "240", "20", "--app-case", "320",
+                   "240", "3", "--skip-model-bench"])
+    out = capsys.readouterr().out
+    rows = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert "240x160/6" in rows and "320x240/20" in rows  # the case row and the memory row
+    assert "app at 320x240/3, best of 3 runs" in out
+    assert "peak extra memory <= 2048 MB at 0.1 MP with 20 masks, through SAM 3's post-processing" in out
+    assert "  yes  every run ended done with all its masks selected" in out
+    assert status in (0, 1)  # the timing goals depend on the machine; the run itself must finish
+
+
+def test_the_app_step_takes_a_photo_above_the_apps_own_limit():
+    from sam3_agent.ui.settings import AppSettings
+
+    limit = AppSettings().max_image_pixels
+    width = int(limit**0.5) + 8  # a square photo just over the app's limit
+    result = measure_app(width, width, 2, repeats=1)
+    assert result["case"] == [width, width, 2] and result["answer_s"] > 0

@@ -19,6 +19,7 @@ from sam3_agent.rle import decode_rle
 from sam3_agent.sam.segmenter import Sam3Segmenter
 from sam3_agent.trace.io import load_trace
 
+ROOT = Path(__file__).resolve().parent.parent  # the checkout
 COFFEE = str(ASSETS / "coffee.jpg")  # 600 x 400
 
 
@@ -224,7 +225,7 @@ def test_sigterm_during_a_run_still_writes_a_cancelled_trace(tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "sam3_agent", "run", "--preset", "tiny", "--image", COFFEE, "--query", "the cup",
          "--out", str(out), "--max-rounds", "100", "--max-new-tokens", "12"],
-        cwd=ASSETS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     for line in process.stdout:
         if line.startswith("Round 3/"):

@@ -11,7 +11,8 @@ import signal
 import pytest
 from conftest import ASSETS, KnownSegmenter, tool
 
-from sam3_agent.cli import main as cli
+from sam3_agent.cli import run as cli
+from sam3_agent.cli import signals as cli_signals
 from sam3_agent.cli.main import main
 from sam3_agent.errors import EXIT_SAVE, EXIT_STOPPED
 from sam3_agent.presets import Backends
@@ -55,7 +56,7 @@ def test_sigterm_while_the_outputs_are_written_waits_until_they_are_complete(tmp
     out = tmp_path / "out"
     assert load_trace(out).status == "done"
     assert len(json.loads((out / "final_masks.json").read_text())) == 1 and (out / "final_overlay.png").exists()
-    assert signal.getsignal(signal.SIGTERM) is not cli._STOP  # main restores the previous handlers
+    assert signal.getsignal(signal.SIGTERM) is not cli_signals._STOP  # main restores the previous handlers
 
 
 def test_a_failed_save_exits_5_and_says_what_was_lost(tmp_path, capsys, scripted_backends, monkeypatch):

@@ -3,6 +3,8 @@ before anything loads (never a TypeError later, never silently replaced by a def
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import ASSETS
@@ -11,6 +13,8 @@ from sam3_agent.agent.config import AgentConfig
 from sam3_agent.cli.main import main
 from sam3_agent.errors import InputError
 from sam3_agent.presets import BackendSettings, check_backend_settings
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout
 
 
 @pytest.mark.parametrize(("values", "message"), [
@@ -72,7 +76,7 @@ def test_a_url_given_as_image_is_refused_with_advice(tmp_path, capsys):
 
 @pytest.mark.parametrize("command", [
     ["batch", "--input", str(ASSETS), "--query", "x"],
-    ["eval", "--dataset", str(ASSETS.parent / "tests" / "data" / "datasets" / "gt.jsonl"), "--format", "jsonl"],
+    ["eval", "--dataset", str(ROOT / "tests" / "data" / "datasets" / "gt.jsonl"), "--format", "jsonl"],
 ])
 @pytest.mark.parametrize(("flags", "message"), [
     (["--max-new-tokens", "0"], "--max-new-tokens must be a whole number of at least 1, got 0"),

@@ -15,6 +15,8 @@ from dataset_fixtures import ASSETS, PHOTOS, QUERIES, segment_and_select_script,
 
 from sam3_agent.cli.main import build_parser, main
 
+ROOT = Path(__file__).resolve().parent.parent  # the checkout
+
 BACKEND_FLAGS = ("--preset", "--vlm-model", "--vlm-server", "--vlm-server-model", "--script", "--sam3-model",
                  "--tiny-vlm", "--device", "--max-rounds", "--score-threshold", "--min-pixels", "--max-pixels",
                  "--max-new-tokens", "--max-image-pixels", "--verify-batch-size", "--no-prefix-cache", "--verbose")
@@ -46,7 +48,7 @@ def test_a_20_item_batch_interrupted_by_ctrl_c_resumes_without_loss(tmp_path, sc
     items, out = twenty_items(tmp_path), tmp_path / "out"
     argv = ["batch", "--preset", "tiny", "--script", str(script_file), "--input", str(items), "--out", str(out),
             "--no-progress"]
-    process = subprocess.Popen([sys.executable, "-m", "sam3_agent", *argv], cwd=ASSETS.parent,
+    process = subprocess.Popen([sys.executable, "-m", "sam3_agent", *argv], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while len(list(out.glob("items/*/item.json"))) < 3 and process.poll() is None and time.monotonic() < deadline:
@@ -125,7 +127,7 @@ def test_eval_with_unreadable_ground_truth_is_exit_2(tmp_path, capsys):
 
 
 def test_help_lists_the_dataset_commands():
-    env = {**os.environ, "PYTHONPATH": str(ASSETS.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-m", "sam3_agent", "--help"], capture_output=True, text=True, env=env,
                             timeout=120)
     assert "batch" in result.stdout and "eval" in result.stdout

@@ -154,10 +154,14 @@ def test_eval_cli_on_the_tiny_models_says_the_numbers_mean_nothing(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "5 sample(s) from" in out and "note: The models had random weights" in out
-    assert "note: The VLM was scripted" in out and "samples 5: gIoU " in out
+    # the default protocol is LISA's: the first query of each of the 4 images (astronaut's second is left out)
+    assert "4 sample(s) from" in out and "protocol reasonseg-lisa, split unknown)" in out
+    assert "split unknown: 4 sample(s) scored of 4 the protocol selects from 5 in the dataset" in out
+    assert "published numbers: none recorded for reasonseg-lisa on split unknown" in out
+    assert "note: The models had random weights" in out
+    assert "note: The VLM was scripted" in out and "samples 4: gIoU " in out
     metrics = json.loads((tmp_path / "out/eval/metrics.json").read_text())
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out/eval/samples.csv").read_text())))
-    assert metrics["metrics"]["samples"] == len(rows) == 5
-    assert metrics["metrics"]["gIoU"] == pytest.approx(sum(float(r["iou"]) for r in rows) / 5, abs=1e-5)
+    assert metrics["metrics"]["samples"] == len(rows) == 4 and metrics["protocol"]["name"] == "reasonseg-lisa"
+    assert metrics["metrics"]["gIoU"] == pytest.approx(sum(float(r["iou"]) for r in rows) / 4, abs=1e-5)
     assert "random weights" in (tmp_path / "out/eval/report.html").read_text()

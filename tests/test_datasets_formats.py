@@ -14,9 +14,10 @@ from sam3_agent.datasets.formats.jsonl_gt import read_jsonl_gt
 from sam3_agent.datasets.formats.reasonseg import read_reasonseg
 from sam3_agent.datasets.formats.refcoco import load_refs, read_refcoco
 from sam3_agent.errors import InputError
+from sam3_agent.package_files import ASSETS_DIR
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "datasets"
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 
 
 # ---------------------------------------------------------------- ReasonSeg

@@ -18,6 +18,10 @@ from sam3_agent.datasets.batch.runner import run_batch
 from sam3_agent.presets import Backends
 from sam3_agent.vlm.openai_server import OpenAIServerVLM
 
+# How long an answer is held for the other requests of the batch to arrive: a hang guard, not a timing (on a busy
+# 2-core machine the items' first requests can be many seconds apart).
+HOLD_GUARD_S = 120
+
 
 class CountingServer:
     """A streaming chat-completions server that holds each answer until ``expected`` requests are open at once (or
@@ -43,7 +47,7 @@ class CountingServer:
                     server.most_open = max(server.most_open, server.open)
                     if server.open >= expected:
                         server.all_open.set()
-                server.all_open.wait(5)
+                server.all_open.wait(HOLD_GUARD_S)
                 segmented = any(m["role"] == "assistant" and "segment_phrase" in str(m["content"])
                                 for m in body["messages"])
                 text = tool("select_masks_and_return", final_answer_masks=[1]) if segmented else tool(
@@ -85,3 +89,63 @@ def test_items_in_flight_send_concurrent_requests_to_the_server(tmp_path):
         server.close()
     assert result.summary["statuses"] == {"done": 3}
     assert server.most_open == 3
+
+
+class OneSlotServer(CountingServer):
+    """A server that answers one request at a time and refuses any other with 429 (Retry-After 0), as a proxy in
+    front of a single-slot engine does; counts the refusals."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+        self.slot_taken = False
+        self.first_refusal = threading.Event()
+        super().__init__(expected=1)
+        outer = self
+        answer = self.httpd.RequestHandlerClass.do_POST
+
+        def do_post(handler: BaseHTTPRequestHandler) -> None:
+            with outer.lock:
+                busy = outer.slot_taken
+                outer.refused += busy
+                outer.slot_taken = True
+            if not busy:
+                try:
+                    return answer(handler)
+                finally:
+                    with outer.lock:
+                        outer.slot_taken = False
+            handler.rfile.read(int(handler.headers["Content-Length"]))
+            data = b'{"error": {"message": "too many requests"}}'
+            handler.send_response(429)
+            handler.send_header("Retry-After", "0")
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+            handler.close_connection = True
+            outer.first_refusal.set()
+
+        self.httpd.RequestHandlerClass.do_POST = do_post
+        self.all_open = self.first_refusal  # the first answer is held until a request was refused (or the guard)
+
+
+def test_a_batch_against_a_one_slot_server_waits_instead_of_failing_and_says_how_often(tmp_path):
+    server = OneSlotServer()
+    try:
+        vlm = OpenAIServerVLM(server.url, "served-model")
+        backends = Backends(vlm, vlm, KnownSegmenter({"cup": [((200, 40, 420, 310), 0.9)]}), {"vlm_server": server.url})
+        items = [BatchItem(f"cup{n}", ASSETS / "coffee.jpg", f"the cup {n}") for n in range(4)]
+        layout = BatchLayout(tmp_path / "out", items)
+        layout.prepare()
+        result = run_batch(items, layout, BatchAgents(backends, AgentConfig(max_rounds=3)), concurrency=4)
+    finally:
+        server.close()
+    assert result.summary["statuses"] == {"done": 4}
+    lowest = vlm.gate.report().lowest_limit  # 1 to 3: how many overlaps it took depends on timing
+    assert server.refused >= 1 and server.most_open == 1 and lowest in (1, 2, 3)
+    assert result.summary["server"] == {"rate_limited": server.refused, "lowest_concurrency": lowest}
+    assert result.summary["notes"] == [
+        f"The VLM server answered 429 (too many requests) {server.refused} time(s): requests were held back, at most "
+        f"{lowest} at once at the lowest, and retried; start the server with more concurrent requests (or lower "
+        "--concurrency) to go faster."]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["server"] == result.summary["server"]

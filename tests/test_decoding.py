@@ -158,10 +158,41 @@ def test_a_seeded_run_repeats_and_another_seed_changes_it(tiny_backends):
                                                    "seed": 0}
 
 
-def test_sampling_flags_with_a_server_or_a_script_are_refused():
-    with pytest.raises(InputError, match="apply to a local model"):
-        build_backends(BackendSettings(preset="tiny", vlm_server="http://127.0.0.1:9/v1", vlm_server_model="q",
-                                       decoding=DecodingOverrides(temperature=0.5)))
+def test_sampling_flags_with_a_script_are_refused(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text('["<tool>{}</tool>"]')
+    with pytest.raises(InputError) as info:
+        build_backends(BackendSettings(preset="tiny", script=str(script), decoding=DecodingOverrides(temperature=0.5)))
+    assert str(info.value) == ("--decoding, --temperature, --top-p, --top-k and --seed apply to a model (--vlm-model "
+                               "or --vlm-server): a script replays its text")
+
+
+SERVER = {"preset": "tiny", "vlm_server": "http://127.0.0.1:9/v1", "vlm_server_model": "q"}
+
+
+def test_a_server_is_sent_no_sampling_by_default_and_the_trace_says_so():
+    backends = build_backends(BackendSettings(**SERVER))
+    assert (backends.vlm.sampling, backends.verifier.sampling) == ({}, {})
+    assert backends.settings["decoding"] == {
+        "main": {"max_new_tokens": TINY_MAX_NEW_TOKENS, "sent": {}},
+        "verify": {"max_new_tokens": TINY_MAX_NEW_TOKENS, "sent": {}},
+        "sampling_source": "the server's own (no sampling field sent)"}
+
+
+@pytest.mark.parametrize(("overrides", "main", "verify"), [
+    (DecodingOverrides(greedy=True), {"temperature": 0}, {"temperature": 0}),
+    (DecodingOverrides(temperature=0.6, top_p=0.9, top_k=7, seed=11), {"temperature": 0.6, "top_p": 0.9, "top_k": 7,
+                                                                       "seed": 11}, {"seed": 11}),
+    (DecodingOverrides(greedy=False), {}, {}),
+])
+def test_decoding_flags_with_a_server_are_sent_and_recorded(overrides, main, verify):
+    settings = BackendSettings(**SERVER, max_new_tokens=300,
+                               decoding=dataclasses.replace(overrides, verify_max_new_tokens=64))
+    backends = build_backends(settings)
+    assert (backends.vlm.sampling, backends.verifier.sampling) == (main, verify)
+    assert (backends.vlm.max_new_tokens, backends.verifier.max_new_tokens) == (300, 64)
+    assert backends.settings["decoding"]["main"] == {"max_new_tokens": 300, "sent": main}
+    assert backends.settings["decoding"]["verify"] == {"max_new_tokens": 64, "sent": verify}
 
 
 def test_cli_flags_become_decoding_overrides():

@@ -6,7 +6,6 @@ import hashlib
 import io
 import struct
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,9 @@ from PIL import ExifTags, Image
 
 from sam3_agent.errors import InputError
 from sam3_agent.images import MAX_PIXELS, MIN_SIDE, file_name_of, image_digest, load_image
+from sam3_agent.package_files import ASSETS_DIR
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 ORIENTATION = ExifTags.Base.Orientation
 
 

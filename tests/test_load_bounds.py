@@ -245,3 +245,18 @@ def test_inspected_traces_together_stay_within_the_stores_total(three_hundred_ma
     assert inspect.loaded(keys[0]) is None and all(inspect.loaded(k) is not None for k in keys[1:])
     count, total = inspect.store.info()
     assert count == 2 and total <= 2 * size + size // 2
+
+
+def test_a_set_of_many_masks_takes_one_masks_pixels_of_the_decode_budget():
+    """Masks stay compressed and are drawn one at a time: 10 masks of 10x10 px cost 100 bytes of the budget, so a
+    trace with hundreds of masks on a large photo reads back; one mask larger than the budget is still refused."""
+    from sam3_agent.errors import TraceFormatError
+    from sam3_agent.rle import encode_rle
+    from sam3_agent.trace.safe_decode import DecodeBudget, mask_counts_for_image
+
+    rles = encode_rle(np.ones((10, 10, 10), dtype=bool))
+    budget = DecodeBudget(max_bytes=500)
+    assert len(mask_counts_for_image(rles, 10, 10, "ten masks", budget)) == 10
+    assert budget.left == 400
+    with pytest.raises(TraceFormatError, match="more than"):
+        mask_counts_for_image(encode_rle(np.ones((1, 30, 30), dtype=bool)), 30, 30, "a big mask", DecodeBudget(500))

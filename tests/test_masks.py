@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,9 +18,10 @@ from sam3_agent.imaging.postprocess import (
     postprocess_masks,
 )
 from sam3_agent.mask_set import Masks, to_coco_results
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.rle import decode_rle, encode_rle
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 
 
 @pytest.fixture(scope="module")

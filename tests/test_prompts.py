@@ -181,7 +181,7 @@ def test_format_without_a_needed_field_names_it(prompts):
 
 
 def test_default_folder_is_prompts_next_to_the_package():
-    assert DEFAULT_PROMPTS_DIR == Path(__file__).resolve().parent.parent / "prompts"
+    assert DEFAULT_PROMPTS_DIR == Path(__file__).resolve().parent.parent / "sam3_agent" / "prompts"
 
 
 def test_hashes_are_sha256_of_the_texts_and_the_feedback_file(prompts):

@@ -2,7 +2,7 @@
 
 The rule: fenced blocks whose info string is exactly ``bash`` or ``python`` are run in order (README.md first, then
 the pages of ``docs/`` in ``DOC_PAGES`` order, which every page must be listed in), all in one
-scratch folder that links ``assets/`` and ``tests/`` (relative paths work as in a clone) with this checkout on PYTHONPATH (as after
+scratch folder that links ``sam3_agent/`` and ``tests/`` (relative paths work as in a clone) with this checkout on PYTHONPATH (as after
 ``pip install -e .``); a later block may use what an earlier one wrote (``out/`` of the command-line run). A bash block
 runs command by command (a trailing ``\\`` continues a line; ``#`` starts a comment); a python block runs as one
 script. Blocks with any other info string (command output, plain text) are not run.
@@ -26,8 +26,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # docs/ pages in the order their blocks run: a later page may use what an earlier one wrote (out/ of the CLI run)
-DOC_PAGES = ("cli.md", "app.md", "serving.md", "replies.md", "gpu.md", "traces.md", "decoding.md", "correcting.md",
-             "datasets.md", "benchmark.md", "testing.md")
+DOC_PAGES = ("cli.md", "app.md", "serving.md", "replies.md", "gpu.md", "traces.md", "decoding.md", "models.md",
+             "correcting.md", "datasets.md", "benchmark.md", "testing.md")
 DOCS = [README] + [ROOT / "docs" / name for name in DOC_PAGES]
 COMMAND_TIMEOUT_S = 600  # one command or script, on a busy 2-core machine
 APP_URL = "http://127.0.0.1:7860/"  # where the README's API example expects the app
@@ -62,7 +62,7 @@ SKIPPED = {
 # the same code on random weights, and the example script keeps a command-line run to its three rounds.
 OFFLINE = [
     (re.compile(r"^python -m sam3_agent run (?!.*--preset)"),
-     "python -m sam3_agent run --preset tiny --script assets/example_script.json ",
+     "python -m sam3_agent run --preset tiny --script sam3_agent/assets/example_script.json ",
      "a command-line run on the real models"),
     (re.compile(r'preset="real"'), 'preset="tiny"', "library use of the real models"),
     (re.compile(r'build_point_segmenter\("real"\)'), 'build_point_segmenter("tiny")', "the real point-prompt model"),
@@ -105,9 +105,9 @@ DOC_BLOCKS = [(path.relative_to(ROOT).as_posix(), line, language, code)
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
-    """The folder the snippets run in, with ``assets`` linked, and their environment."""
+    """The folder the snippets run in, with ``sam3_agent`` (its photos) and ``tests`` linked, and their environment."""
     folder = tmp_path_factory.mktemp("readme")
-    (folder / "assets").symlink_to(ROOT / "assets", target_is_directory=True)
+    (folder / "sam3_agent").symlink_to(ROOT / "sam3_agent", target_is_directory=True)  # sam3_agent/assets/, as in a clone
     (folder / "tests").symlink_to(ROOT / "tests", target_is_directory=True)  # the fixture datasets, as in a clone
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
@@ -124,7 +124,7 @@ def app_url(tmp_path_factory):
     sys.path.insert(0, str(ROOT / "tests" / "browser"))
     from browser_app import running_app
 
-    args = ("--preset", "tiny", "--script", str(ROOT / "assets" / "example_script.json"))
+    args = ("--preset", "tiny", "--script", str(ROOT / "sam3_agent" / "assets" / "example_script.json"))
     with running_app(tmp_path_factory.mktemp("app"), {"HF_HUB_OFFLINE": "1"}, args=args) as url:
         yield url
 
@@ -176,5 +176,5 @@ def test_the_extraction_rule_and_the_skip_list():
     assert [skip_reason(c) is None for c in commands(found[0][2])] == [True, False]
     assert offline('BackendSettings(preset="real")\npython -m sam3_agent run --image x', None) == (
         'BackendSettings(preset="tiny")\n'
-        "python -m sam3_agent run --preset tiny --script assets/example_script.json --image x\n")
+        "python -m sam3_agent run --preset tiny --script sam3_agent/assets/example_script.json --image x\n")
     assert skip_reason("python -m sam3_agent run --vlm-server http://127.0.0.1:8000/v1 --image x") is not None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -19,8 +17,9 @@ from sam3_agent.imaging.views import (
     render_zoom_view,
     zoom_crop_box,
 )
+from sam3_agent.package_files import ASSETS_DIR
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 
 
 @pytest.fixture(scope="module")

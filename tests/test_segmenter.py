@@ -12,6 +12,7 @@ import torch
 from PIL import Image
 
 from sam3_agent.errors import BackendError
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.sam.segmenter import (
     DEFAULT_SAM3_MODEL,
     Sam3Segmenter,
@@ -29,7 +30,7 @@ from sam3_agent.tiny.sam3 import (
     build_tiny_sam3,
 )
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 
 
 @pytest.fixture(scope="module")

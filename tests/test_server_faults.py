@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from json import dumps as json_dumps
 
 import pytest
 from fake_server import FakeServer, chunk, completion, usage_chunk
@@ -106,10 +107,34 @@ def test_error_chunk_keeps_the_servers_message(server):
     assert error_of(server) == f"the VLM server at {server.url} (model m) reported an error: engine died"
 
 
-def test_older_vllm_error_chunk_keeps_the_servers_message(server):
+CONTEXT_HINT = (" (the request is longer than the model's context on the server: send smaller images with "
+                "--max-pixels, or start the server with a longer context, e.g. vLLM's --max-model-len 32768)")
+
+
+def test_older_vllm_error_chunk_keeps_the_servers_message_and_says_what_to_change(server):
     message = "This model's maximum context length is 32768 tokens. However, you requested 35012 tokens."
     server.answer(server.events([{"object": "error", "message": message, "type": "BadRequestError", "code": 400}]))
-    assert error_of(server) == f"the VLM server at {server.url} (model m) reported an error: {message}"
+    assert error_of(server) == f"the VLM server at {server.url} (model m) reported an error: {message}{CONTEXT_HINT}"
+
+
+@pytest.mark.parametrize("message", [
+    "This model's maximum context length is 16384 tokens. However, you requested 17020 tokens (16000 in the "
+    "messages, 1020 in the completion). Please reduce the length of the messages or completion.",  # vLLM
+    "The input (17020 tokens) is longer than the model's context length (16384 tokens).",  # SGLang
+])
+def test_context_length_400_says_to_lower_max_pixels_or_raise_max_model_len(server, message):
+    error = {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
+    server.answer(server.json_body(error, 400))
+    body = json_dumps(error)
+    assert error_of(server) == (f"the VLM server at {server.url} (model m) answered HTTP 400 Bad Request: {body}"
+                                f"{CONTEXT_HINT}")
+    assert server.requests == 1
+
+
+def test_a_400_about_something_else_gets_no_context_hint(server):
+    server.answer(server.json_body({"error": {"message": "temperature must be non-negative"}}, 400))
+    assert error_of(server).endswith('answered HTTP 400 Bad Request: {"error": {"message": "temperature must be '
+                                     'non-negative"}}')
 
 
 @pytest.mark.parametrize(("item", "what"), [
@@ -156,11 +181,17 @@ def test_server_errors_are_retried_a_bounded_number_of_times_then_named(server):
     assert server.requests == 3
 
 
-def test_client_errors_are_not_retried_and_name_status_and_body(server):
-    server.answer(server.json_body('{"error": "image too large"}', 413))
+def test_a_proxys_413_is_not_retried_and_names_the_size_and_what_to_change(server):
+    server.answer(server.html_page("<html><head><title>413 Request Entity Too Large</title></head><body><center>"
+                                   "<h1>413 Request Entity Too Large</h1></center><hr><center>nginx</center>",
+                                   status=413))
+    sent = len(json_dumps(OpenAIServerVLM(server.url, "m").request_body(MESSAGES)).encode())
     assert error_of(server) == (
-        f'the VLM server at {server.url} (model m) answered HTTP 413 Request Entity Too Large: '
-        '{"error": "image too large"} (the request is too large: lower --max-pixels)'
+        f"the VLM server at {server.url} (model m) answered HTTP 413 Request Entity Too Large: <html><head><title>413 "
+        "Request Entity Too Large</title></head><body><center><h1>413 Request Entity Too Large</h1></center><hr>"
+        f"<center>nginx</center> (the request of {sent:,} bytes is larger than the server or a proxy in front of it "
+        "accepts: send smaller images with --max-pixels, or raise the proxy's body limit, e.g. nginx's "
+        "client_max_body_size)"
     )
     assert server.requests == 1
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import rect_mask, tool, verdict
-from fake_server import FakeServer, chunk
+from fake_server import FakeServer, chunk, tool_call_chunks
 
 from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.loop import Agent
@@ -18,8 +18,9 @@ from sam3_agent.vlm.server_retry import RetryPolicy
 H = W = 512
 CHILD_2 = rect_mask(H, W, 300, 300, 400, 400)
 PROMPTS = load_prompts()
-MAIN = [tool("segment_phrase", text_prompt="child"), tool("examine_each_mask"),
-        tool("select_masks_and_return", final_answer_masks=[1])]
+MAIN_CALLS = [("segment_phrase", {"text_prompt": "child"}), ("examine_each_mask", {}),
+              ("select_masks_and_return", {"final_answer_masks": [1]})]
+MAIN = [tool(name, **parameters) for name, parameters in MAIN_CALLS]
 
 
 @pytest.fixture()
@@ -109,3 +110,36 @@ def test_a_malformed_chunk_fails_the_run_with_its_name_and_the_round_recorded(se
     assert trace.status == "failed"
     assert trace.error.startswith(f"the VLM server at {server.url} (model qwen) sent a malformed chunk (choices must ")
     assert [(r.index, r.error) for r in trace.rounds] == [(1, "backend_error")]
+
+
+def test_a_run_through_a_server_whose_tool_parser_sends_tool_calls_ends_done_with_the_right_mask(
+        server, astronaut, segmenter):
+    """vLLM with --enable-auto-tool-choice --tool-call-parser hermes (or Ollama): the main calls arrive in
+    delta.tool_calls, the content holds only the reasoning; verdicts stay text."""
+
+    def tool_parser(handler, body):
+        if body["messages"][0]["content"] == PROMPTS.verify_system:
+            return server.events([chunk(model_reply(body), "stop")])(handler, body)
+        main_calls = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        name, parameters = MAIN_CALLS[main_calls]
+        return server.events(tool_call_chunks(name, parameters, content="<think>reasoning</think>"))(handler, body)
+
+    server.answer(tool_parser)
+    trace = run(server, astronaut, segmenter)
+    assert trace.status == "done", trace.error
+    assert [r.call.name for r in trace.rounds] == ["segment_phrase", "examine_each_mask", "select_masks_and_return"]
+    assert [r.error for r in trace.rounds] == [None, None, None]
+    assert np.array_equal(trace.final_masks.masks, CHILD_2[None])
+
+
+def test_an_engine_that_keeps_aborting_fails_the_round_as_a_backend_fault_naming_the_reason(
+        server, astronaut, segmenter):
+    server.answer(server.events([chunk("", "abort")]))
+    trace = run(server, astronaut, segmenter)
+    assert trace.status == "failed"
+    assert trace.error == (
+        f"the VLM server at {server.url} (model qwen) ended its answer with finish reason 'abort': the engine aborted "
+        "the request (it may have been scaled down, paused, restarted or preempted); 0 characters had arrived. Check "
+        "the server's log (3 attempts)")
+    assert [(r.index, r.error, r.error_detail) for r in trace.rounds] == [(1, "backend_error", trace.error)]
+    assert server.requests == 3

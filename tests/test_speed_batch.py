@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,19 +12,21 @@ from PIL import Image
 
 from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.prompts import load_prompts
-from sam3_agent.agent.verify import DEFAULT_VERIFY_BATCH_SIZE, RunCancelled, verification_messages, verify_masks
+from sam3_agent.agent.verify import RunCancelled, verification_messages, verify_masks
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import InputError
 from sam3_agent.events import MaskVerdictReady
 from sam3_agent.imaging.views import render_single_mask, render_zoom_view
+from sam3_agent.limits import DEFAULT_VERIFY_BATCH_SIZE
 from sam3_agent.mask_set import Masks
 from sam3_agent.messages import Generation, ImagePart, Message
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.vlm.base import BatchVLM, generate, generate_each, supports_batches
 from sam3_agent.vlm.scripted import ScriptedVLM
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 PROMPTS = load_prompts()
 QUERY = "the cup on the left"
 

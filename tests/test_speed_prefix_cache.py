@@ -5,7 +5,6 @@ cached path gives generate()'s tokens is tests/test_engine_conformance.py's job.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,12 +18,13 @@ from sam3_agent.errors import BackendError
 from sam3_agent.imaging.overlay import render_numbered_overlay
 from sam3_agent.limits import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.image_fit import default_image_size
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 LIMIT = 10
 MAX_PIXELS = 256 * 256  # at most 64 (Qwen3-VL) / 80 (Qwen2.5-VL) tokens per image: fast enough for many requests
 PROMPTS = load_prompts()

@@ -3,16 +3,15 @@ and outputs equal with and without the cache (tiny random-weight SAM 3)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from PIL import Image
 
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.sam.segmenter import DEFAULT_FEATURE_CACHE_BYTES, Sam3Segmenter, features_nbytes
 from sam3_agent.tiny.sam3 import build_tiny_sam3
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 PHRASES = ("cup", "saucer", "spoon")
 
 

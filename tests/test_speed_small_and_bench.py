@@ -3,8 +3,6 @@ its doubles and one naive-versus-optimised comparison on tiny models."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,13 +13,14 @@ from sam3_agent.bench.run import PHASES, VERDICTS, Setup, format_table, run_mode
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.images import load_image
 from sam3_agent.messages import ImagePart, Message, TextPart
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.sam.segmenter import Sam3Segmenter
 from sam3_agent.tiny.qwen import build_tiny_qwen
 from sam3_agent.tiny.sam3 import build_tiny_sam3
 from sam3_agent.tiny.small import QWEN_ADDED_TOKENS, build_qwen_tokenizer, build_small_qwen
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 PROMPTS = load_prompts()
 pytestmark = pytest.mark.slow  # builds the 36-layer small model and runs the benchmark's two modes
 

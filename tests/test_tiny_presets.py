@@ -136,3 +136,14 @@ def test_qwen2_5_vl_has_no_thinking_edition(tmp_path):
 def test_requirements_pin_the_transformers_version_the_engine_names():
     pins = re.findall(r"^transformers==(\S+)$", (ROOT / "requirements.txt").read_text(), flags=re.MULTILINE)
     assert pins == [TRANSFORMERS_VERSION]
+
+
+def test_the_tiny_vlm_kinds_offered_are_those_the_presets_build():
+    import typing
+
+    from sam3_agent.presets import TinyVlmKind
+    from sam3_agent.tiny import TINY_VLM_KINDS
+    from sam3_agent.ui.settings import parse_settings
+
+    assert typing.get_args(TinyVlmKind) == TINY_VLM_KINDS
+    assert parse_settings(["--preset", "tiny", "--tiny-vlm", "qwen3_5"])[0].backend.tiny_vlm_kind == "qwen3_5"

@@ -1,17 +1,17 @@
-"""The page's helpers and start-up: examples, the spaces.GPU wrapper, the first-start and demo notes, --help."""
+"""The page's helpers and start-up: examples, the ZeroGPU cap and Space defaults, the first-start and demo notes, --help."""
 
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
 from conftest import ASSETS
 
-from sam3_agent.models.zerogpu import MAX_SECONDS_VARIABLE, gpu
-from sam3_agent.ui.run.layout import load_examples, run_gpu_seconds
+from sam3_agent.models.zerogpu import MAX_SECONDS_VARIABLE, whole_seconds
+from sam3_agent.ui.run.layout import load_examples
+from sam3_agent.ui.run.start import space_note
+from sam3_agent.ui.settings import parse_settings
 
 
 def test_examples_come_from_assets_examples_json_with_existing_photos():
@@ -27,35 +27,31 @@ def test_unreadable_examples_give_none(tmp_path):
     assert load_examples(bad) == [] and load_examples(tmp_path / "missing.json") == []
 
 
-def test_gpu_is_a_no_op_without_the_spaces_package(monkeypatch):
-    monkeypatch.setitem(sys.modules, "spaces", None)  # import spaces -> ImportError
-
-    def handler():
-        return 1
-
-    assert gpu(handler, 60) is handler
-
-
-def test_gpu_wraps_handlers_with_spaces_gpu_and_a_duration_that_fits_the_round_budget(monkeypatch):
-    calls = []
-
-    def fake_gpu(duration):
-        def wrap(function):
-            calls.append((function.__name__, duration))
-            return function
-        return wrap
-
-    monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=fake_gpu))
+def test_no_gpu_call_asks_for_more_than_the_cap(monkeypatch):
     monkeypatch.delenv(MAX_SECONDS_VARIABLE, raising=False)
-
-    def run():
-        return 1
-
-    assert gpu(run, run_gpu_seconds)() == 1 and calls == [("run", run_gpu_seconds)]
-    # Handlers.run(image, query, max_rounds, score_threshold, slot): 30 s to start + 30 s per round, at most 300 s
-    assert [run_gpu_seconds("photo.jpg", "the cup", rounds, 0.5, None) for rounds in (1, 5, 9, 30)] == [60, 180, 300, 300]
+    assert [whole_seconds(s) for s in (0.2, 31.0, 31.01, 1000)] == [1, 31, 32, 300]
     monkeypatch.setenv(MAX_SECONDS_VARIABLE, "1200")
-    assert run_gpu_seconds("photo.jpg", "the cup", 30, 0.5, None) == 930
+    assert whole_seconds(1000) == 1000
+
+
+def test_a_zerogpu_space_defaults_to_a_budget_that_fits_a_visitors_quota(monkeypatch):
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    settings, _ = parse_settings([], environ={})
+    assert (settings.max_rounds, settings.max_image_pixels) == (8, 4_000_000)
+    assert (settings.backend.max_new_tokens, settings.backend.decoding.verify_max_new_tokens) == (512, 256)
+    given, _ = parse_settings(["--max-rounds", "20"], environ={"SAM3_AGENT_MAX_NEW_TOKENS": "900"})
+    assert (given.max_rounds, given.backend.max_new_tokens) == (20, 900)  # what the Space's owner sets wins
+    tiny, _ = parse_settings(["--preset", "tiny"], environ={})
+    assert tiny.backend.max_new_tokens is None  # the tiny preset keeps its own short budget
+    monkeypatch.delenv("SPACES_ZERO_GPU")
+    assert parse_settings([], environ={})[0].max_rounds == 30
+
+
+def test_the_space_says_what_gpu_time_a_run_takes():
+    assert space_note(8, 4_000_000) == (
+        "On this Space every model call asks ZeroGPU for its own few seconds of GPU. Runs default to 8 rounds and "
+        "photos up to 4 megapixels (such as 2449x1633), so that a run fits the 2 minutes of GPU a day ZeroGPU gives "
+        "a visitor who is not logged in; log in to Hugging Face for 5 minutes a day.")
 
 
 def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
@@ -79,7 +75,7 @@ def test_missing_weights_do_not_stop_the_app_and_every_run_says_why(tmp_path):
     notice = blocks["model-notice"].value
     assert "Run is off: the models are not on this machine yet." in notice
     assert f"<li>SAM 3: <code>{missing}</code> (no such folder).</li>" in notice
-    assert "<code>python app.py --preset tiny --script assets/example_script.json</code>" in notice
+    assert "<code>python app.py --preset tiny --script sam3_agent/assets/example_script.json</code>" in notice
     assert blocks["run-btn"].interactive is False
     assert "Run is off until the models load." in blocks["status"].value
     # said once: not in the status line, not as a pop-up
@@ -95,7 +91,7 @@ def test_the_first_start_message_names_the_missing_models_the_hub_login_and_the_
     html = first_start_message(models, "cannot load the SAM 3 model 'facebook/sam3': offline")
     assert html.count("<li>") == 2 and "<code>Qwen/Qwen3-VL-8B-Instruct</code> (not downloaded yet)." in html
     assert "It is gated: accept its licence on" in html and "<code>hf auth login</code>" in html
-    assert "--preset tiny --script assets/example_script.json" in html
+    assert "--preset tiny --script sam3_agent/assets/example_script.json" in html
     assert "<details><summary>Details</summary><pre>cannot load the SAM 3 model" in html
     present = first_start_message([NeededModel("SAM 3", "facebook/sam3", True)], "out of memory on cuda:0")
     assert "Run is off: the models could not be loaded.</b> Out of memory on cuda:0." in present
@@ -114,9 +110,9 @@ def test_a_real_launch_needs_sam3_and_the_vlm_unless_a_server_or_script_replaces
 
 
 @pytest.mark.parametrize(("preset", "script", "words"), [
-    ("tiny", "assets/example_script.json", "SAM 3 is a tiny model with random weights and the VLM's replies are "
+    ("tiny", "sam3_agent/assets/example_script.json", "SAM 3 is a tiny model with random weights and the VLM's replies are "
                                            "replayed from <code>example_script.json</code>"),
-    ("tiny", None, "both models are tiny with random weights"),
+    ("tiny", None, "both models are tiny with random weights, built on this machine: the VLM writes random text"),
     ("real", "s.json", "the VLM's replies are replayed from <code>s.json</code> (SAM 3 is the real model)"),
 ])
 def test_the_page_says_when_the_models_are_random_or_scripted(preset, script, words):
@@ -148,17 +144,20 @@ def test_app_help_answers_without_importing_gradio_or_torch():
 
     code = ("import sys, app\ntry:\n    app.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print('HEAVY', sorted(m for m in ('torch', 'gradio', 'transformers') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ASSETS.parent, capture_output=True, text=True, timeout=60)
+    root = Path(__file__).resolve().parent.parent  # where app.py lies
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert "--preset {real,tiny}" in done.stdout and "SAM3_AGENT_PRESET" in done.stdout
     assert done.stdout.strip().endswith("HEAVY []"), done.stdout[-300:] + done.stderr[-2000:]
 
 
-def test_correct_tab_events_share_one_serial_queue(tmp_path):
-    """Each Correct-tab event replaces the whole edit state: two running at once would lose one of the edits."""
+def test_correct_and_review_events_share_one_queue_run_in_session_order(tmp_path):
+    """Each Correct-tab event replaces the whole edit state: two of one session running at once would lose one of
+    the edits, so each waits for its session's earlier ones (tests/test_session_order.py); sessions run side by side."""
     from sam3_agent.presets import BackendSettings
     from sam3_agent.ui.layout import build_demo
     from sam3_agent.ui.run.handlers import Handlers
     from sam3_agent.ui.run.runner import AgentFactory
+    from sam3_agent.ui.session_order import EDIT_CONCURRENCY
     from sam3_agent.ui.settings import AppSettings
 
     settings = AppSettings(BackendSettings(preset="tiny"))
@@ -168,4 +167,6 @@ def test_correct_tab_events_share_one_serial_queue(tmp_path):
     fns = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") in names or f.concurrency_id == "correct-edits"]
     found = {getattr(f.fn, "__name__", "") for f in fns}
     assert names <= found
-    assert {(f.concurrency_id, f.concurrency_limit) for f in fns} == {("correct-edits", 1)}
+    assert {(f.concurrency_id, f.concurrency_limit) for f in fns} == {("correct-edits", EDIT_CONCURRENCY)}
+    assert EDIT_CONCURRENCY == 4 and len(fns) == 23  # the Correct tab's 17 events and the Review tab's 6
+    assert all(getattr(f.fn, "in_session_order", False) for f in fns)

@@ -51,3 +51,32 @@ def test_the_api_says_the_files_could_not_be_saved(disk_full_handlers):
     with pytest.raises(gr.Error, match=r"the run ended \(done\) but its files could not be saved on the server "
                                        r"\(No space left on device\)"):
         list(handlers.segment(str(ASSETS / "coffee.jpg"), "the cup"))
+
+
+def test_with_gradios_cache_on_a_full_disk_the_answer_image_still_reaches_the_page(disk_full_handlers, monkeypatch):
+    # The app's own files fail (disk_full_handlers), and so does every write into Gradio's cache: the Run tab's image
+    # goes out in the message itself, so the page shows the status line the handler wrote, not a bare error.
+    import asyncio
+    import base64
+    import io
+
+    from gradio import processing_utils
+    from PIL import Image
+
+    from sam3_agent.ui.run.layout import _answer_columns
+
+    def cache_disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    for name in ("save_pil_to_cache", "save_img_array_to_cache", "save_file_to_cache", "save_bytes_to_cache"):
+        monkeypatch.setattr(processing_utils, name, cache_disk_full)
+    handlers, _ = disk_full_handlers
+    last = list(handlers.run(str(ASSETS / "coffee.jpg"), "the cup", 5, 0.5, RunSlot()))[-1]
+    with gr.Blocks():
+        panel = _answer_columns(True)
+    sent = asyncio.run(processing_utils.async_move_files_to_cache(
+        panel.final_image.postprocess(last.final_image), panel.final_image, postprocess=True))
+    assert sent["path"] is None and sent["url"].startswith("data:image/png;base64,")
+    with Image.open(io.BytesIO(base64.b64decode(sent["url"].split(",", 1)[1]))) as shown:
+        assert shown.size == last.final_image.size
+        assert shown.convert("RGB").tobytes() == last.final_image.convert("RGB").tobytes()

@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from fake_server import FakeServer, chunk, usage_chunk
@@ -17,11 +16,12 @@ from PIL import Image
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.limits import DEFAULT_MAX_PIXELS
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart, images_equal
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.openai_server import OpenAIServerVLM, ServerTimeouts
 from sam3_agent.vlm.server_retry import RetryPolicy
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 QUICK = RetryPolicy(retries=2, backoff=0.01)  # retries are not what these tests are about
 
 
@@ -62,7 +62,7 @@ def test_request_body_carries_model_messages_and_images(server, coffee):
     assert body["model"] == "Qwen/Qwen3-VL-8B-Instruct"
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
-    assert body["temperature"] == 0
+    assert not {"temperature", "top_p", "top_k", "seed"} & body.keys()  # the server's own sampling applies
     assert body["max_tokens"] == 77
     assert body["messages"][0] == {"role": "system", "content": "You segment things."}
     user = body["messages"][1]
@@ -233,3 +233,14 @@ def test_timeouts_come_from_flags_then_environment_then_defaults():
         ServerTimeouts.resolve(environ={"SAM3_AGENT_VLM_SERVER_CONNECT_TIMEOUT": "soon"})
     with pytest.raises(InputError, match="deadline timeout must be a positive number"):
         ServerTimeouts(deadline=0)
+
+
+def test_the_sampling_asked_for_is_sent_and_a_view_shares_the_server_with_its_own(server, coffee):
+    server.answer(server.events([chunk("ok", "stop")]))
+    vlm = OpenAIServerVLM(server.url, "m", max_new_tokens=50, sampling={"temperature": 0.6, "top_k": 20, "seed": 3})
+    verifier = vlm.with_sampling({"temperature": 0}, max_new_tokens=9)
+    generate(vlm, conversation(coffee))
+    generate(verifier, conversation(coffee))
+    sent = [{k: b[k] for k in ("temperature", "top_p", "top_k", "seed", "max_tokens") if k in b} for b in server.bodies]
+    assert sent == [{"temperature": 0.6, "top_k": 20, "seed": 3, "max_tokens": 50}, {"temperature": 0, "max_tokens": 9}]
+    assert verifier.gate is vlm.gate and verifier._encoded is vlm._encoded

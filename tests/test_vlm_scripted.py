@@ -11,10 +11,11 @@ from PIL import Image
 
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.scripted import ScriptedVLM, load_script, split_pieces
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,13 @@ from sam3_agent.engine.qwen_inputs import to_chat
 from sam3_agent.engine.sampling import GREEDY
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
+from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.tiny.qwen import BUILD_VERSION, MARKER_FILE, build_tiny_qwen
 from sam3_agent.vlm.base import generate
 from sam3_agent.vlm.qwen_load import DEFAULT_VLM_MODEL
 from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = ASSETS_DIR  # the photos the package ships
 
 # coffee.jpg is 600x400. The tiny processors have the released pixel bounds, tightened to the defaults
 # (at most 1280*28*28 px): Qwen3-VL (32 px per image token) resizes it to 608x384 -> 19x12 = 228 tokens;

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sam3_agent import presets
-from sam3_agent.models.zerogpu import run_duration
+from sam3_agent.models.gpu_calls import GpuPointSegmenter, GpuSegmenter, GpuVLM
 from sam3_agent.presets import BackendSettings, build_backends
 from sam3_agent.ui.run.runner import AgentFactory
 from sam3_agent.ui.settings import AppSettings
@@ -34,9 +34,20 @@ settings, _ = parse_settings(["--preset", "tiny"])
 from sam3_agent.ui.layout import create_demo  # what app.main imports once the flags are parsed
 demo, handlers = create_demo(settings)
 backends = handlers.factory.backends
-durations = {}
-for name, duration in spaces.record["gpu_functions"]:
-    durations[name] = duration("photo.jpg", "the cup", 4, 0.5, None) if callable(duration) else duration
+factory = handlers.factory
+wrapped = [type(factory.backends.vlm).__name__, type(factory.backends.verifier).__name__,
+           type(factory.backends.segmenter).__name__, type(factory.point_segmenter).__name__]
+forward_at_start = list(spaces.record["forward_outside_gpu"])
+# One round of the tiny VLM's random text, its models on the CPU (the stand-in has no GPU for "cuda" tensors)
+from sam3_agent.presets import BackendSettings, build_backends
+from sam3_agent.ui.run.handlers import Handlers
+from sam3_agent.ui.run.runner import AgentFactory
+from sam3_agent.ui.settings import AppSettings
+cpu = AppSettings(backend=BackendSettings(preset="tiny", device="cpu", max_pixels=300_000))
+on_cpu = AgentFactory(cpu, build_backends(cpu.backend))
+on_cpu.calls_on_gpu()  # what AgentFactory.load does on ZeroGPU
+prefix_before_run = on_cpu.backends.vlm.wrapped.prefix_cache_stats().pinned
+pages = list(Handlers(on_cpu).run("sam3_agent/assets/coffee.jpg", "the cup", 1, 0.5, None))
 print(json.dumps({
     "torch_before_spaces": spaces.TORCH_IMPORTED_FIRST,
     "gradio_before_spaces": spaces.GRADIO_IMPORTED_FIRST,
@@ -45,8 +56,12 @@ print(json.dumps({
     "moved_to_cuda": spaces.record["moved_to_cuda"],
     "vlm": [backends.vlm.device, str(backends.vlm.model.dtype)],
     "sam3": str(backends.segmenter._model.dtype),
+    "forward_at_start": forward_at_start,
     "prefix_entries": backends.vlm.prefix_cache_stats().entries,
-    "durations": durations,
+    "prefix_entries_run": [prefix_before_run, on_cpu.backends.vlm.wrapped.prefix_cache_stats().pinned],
+    "wrapped": wrapped,
+    "gpu_functions": [name for name, _ in spaces.record["gpu_functions"]],
+    "calls": [c["work"] for c in spaces.record["calls"]],
 }))
 """
 
@@ -67,8 +82,9 @@ def test_spaces_is_imported_before_torch_and_gradio(started):
 
 def test_nothing_initialises_cuda_or_runs_a_model_before_a_gpu_call(started):
     assert started["cuda_init"] == []
-    assert started["forward_outside_gpu"] == []
+    assert started["forward_at_start"] == []
     assert started["prefix_entries"] == 0  # the system prompts are not computed at start
+    assert started["forward_outside_gpu"] == []  # nor during a run: every forward is inside a GPU call
 
 
 def test_the_models_are_loaded_for_cuda_the_zerogpu_way(started):
@@ -78,10 +94,14 @@ def test_the_models_are_loaded_for_cuda_the_zerogpu_way(started):
     assert started["sam3"] == "torch.float32"
 
 
-def test_handlers_that_run_models_ask_for_a_gpu_for_as_long_as_they_need(started):
-    # the point model's call is wrapped on the first click (tests/test_correct_sessions.py)
-    assert started["durations"] == {"run": run_duration(4), "segment": run_duration(AppSettings().max_rounds)}
-    assert (run_duration(4), run_duration(AppSettings().max_rounds)) == (150, 300)
+def test_every_model_call_of_the_app_is_a_gpu_call_of_its_own(started):
+    assert started["wrapped"] == [GpuVLM.__name__, GpuVLM.__name__, GpuSegmenter.__name__, GpuPointSegmenter.__name__]
+    assert started["gpu_functions"] == ["on_gpu"]  # the handlers themselves hold no GPU
+    assert started["calls"] == ["vlm.stream"]  # one round of the tiny VLM's random text: one main request
+
+
+def test_the_system_prompts_are_computed_in_the_first_gpu_call(started):
+    assert started["prefix_entries_run"] == [0, 2]
 
 
 def test_the_first_request_computes_the_system_prompts_once(monkeypatch):

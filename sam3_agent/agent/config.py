@@ -8,8 +8,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..imaging.postprocess import IOM_THRESHOLD, SCORE_THRESHOLD
-from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
-from .verify import DEFAULT_VERIFY_BATCH_SIZE
+from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_VERIFY_BATCH_SIZE, MAX_ROUNDS_LIMIT
 
 
 @dataclass(frozen=True)

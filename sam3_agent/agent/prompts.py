@@ -1,4 +1,4 @@
-"""The prompt texts: system prompts and every feedback message, read from ``prompts/``.
+"""The prompt texts: system prompts and every feedback message, read from the package's ``prompts/`` folder.
 
 The texts live in files so they can be read and edited without touching code:
 
@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Sam3AgentError
+from ..package_files import PROMPTS_DIR
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+DEFAULT_PROMPTS_DIR = PROMPTS_DIR
 MAIN_SYSTEM_FILE = "main_system.md"
 VERIFY_SYSTEM_FILE = "verify_system.md"
 FEEDBACK_FILE = "feedback.toml"
@@ -126,7 +127,7 @@ class Prompts:
         template = self.feedback.get(key)
         if template is None:
             raise PromptError(
-                f"no feedback text named {key!r}; add it to prompts/{FEEDBACK_FILE} "
+                f"no feedback text named {key!r}; add it to sam3_agent/prompts/{FEEDBACK_FILE} "
                 f"(known keys: {', '.join(sorted(self.feedback))})"
             )
         missing = template_fields(template) - fields.keys()
@@ -153,7 +154,7 @@ class Prompts:
 
 
 def load_prompts(folder: Path | None = None) -> Prompts:
-    """Read and check the prompt files of ``folder`` (default: ``prompts/`` next to the package).
+    """Read and check the prompt files of ``folder`` (default: ``prompts/`` inside the package, ``package_files.PROMPTS_DIR``).
 
     Raises:
         PromptError: when a file is missing or unreadable, ``feedback.toml`` is not valid TOML,

@@ -36,7 +36,6 @@ from .verdicts import parse_verdict
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_VERIFY_BATCH_SIZE = 8  # masks verified per batch; the tool's usual 1-10 masks take one or two batches
 
 
 class RunCancelled(Exception):

@@ -17,10 +17,11 @@ import torch
 from PIL import Image
 
 from ..agent.prompts import Prompts, load_prompts
-from ..agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from ..engine.sampling import GREEDY
 from ..images import load_image
+from ..limits import DEFAULT_VERIFY_BATCH_SIZE
 from ..messages import ImagePart, Message, TextPart
+from ..package_files import ASSETS_DIR
 from ..presets import cache_dir
 from ..sam.segmenter import Sam3Segmenter
 from ..tiny.sam3 import build_tiny_sam3
@@ -31,7 +32,7 @@ from .costs import model_step_cost, real_width_mlp_cost
 from .doubles import reply_steps
 from .run import MAIN_SCRIPT, PHASES, VERDICTS, ModeResult, Setup, format_table, run_mode, verdict_text
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = ASSETS_DIR
 DEFAULT_REPEATS = 3  # best of 3 per mode: a shared CPU makes single timings noisy (1 with --sam3-full)
 DEFAULT_THREADS = 1  # measured on the 2-vCPU dev machine: a 2000x2000 matmul is no faster with 2 threads
 

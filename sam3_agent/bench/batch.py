@@ -28,7 +28,6 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,13 +38,14 @@ from ..datasets.batch.coalesce import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, Coa
 from ..datasets.batch.items import BatchItem
 from ..datasets.batch.layout import BatchLayout
 from ..datasets.batch.runner import run_batch
+from ..package_files import ASSETS_DIR
 from ..presets import cache_dir, tiny_model_paths
 from ..sam.segmenter import Sam3Segmenter
 from ..vlm.transformers_qwen import TransformersQwenVLM
 from .doubles import ScriptedOverModel, SixMaskSegmenter
 from .run import MAIN_SCRIPT, verify_response
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = ASSETS_DIR
 PHOTOS = ("astronaut.jpg", "coffee.jpg", "chelsea.jpg", "rocket.jpg")
 # Greedy steps per request (the same for every request, so requests can share a batch): a reply with brief
 # reasoning and a tool call is some tens to hundreds of tokens.

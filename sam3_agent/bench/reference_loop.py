@@ -28,7 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .scene import PHRASES, QUERY, detections, photo_file
+if __package__:
+    from .scene import PHRASES, QUERY, detections, photo_file
+else:  # run as a file by the reference's own interpreter (see above): load the scene beside it by path
+    _spec = importlib.util.spec_from_file_location("scene", Path(__file__).with_name("scene.py"))
+    _scene = sys.modules["scene"] = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+    _spec.loader.exec_module(_scene)  # type: ignore[union-attr]
+    PHRASES, QUERY, detections, photo_file = _scene.PHRASES, _scene.QUERY, _scene.detections, _scene.photo_file
 
 CHECK_PROMPT = "placeholder verification system prompt"
 

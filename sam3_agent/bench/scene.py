@@ -14,12 +14,13 @@ import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+from ..package_files import ASSETS_DIR
+
+ASSETS = ASSETS_DIR
 PHRASES = ("object", "thing")
 QUERY = "every object"
 DUPLICATE_EVERY = 5  # every fifth blob also comes as a near-duplicate the overlap filter drops

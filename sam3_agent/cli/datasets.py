@@ -1,11 +1,13 @@
-"""The ``batch`` and ``eval`` subcommands of ``python -m sam3_agent`` (registered by ``sam3_agent.cli.main``).
+"""The ``batch`` and ``eval`` subcommands of ``python -m sam3_agent`` (registered by ``sam3_agent.cli.parser``).
 
 ``batch --input ITEMS --out DIR``: ITEMS is a JSONL file of items or a folder of images with ``--query``
 (``items``); writes the batch layout (``layout``) with a progress bar; a rerun skips finished items.
 
-``eval --dataset PATH --format reasonseg|refcoco|jsonl --out DIR``: reads the benchmark's ground truth, runs its
-samples as a batch into DIR (resumable the same way), scores them and writes the report into DIR/eval
-(``report``); prints the headline metrics.
+``eval --dataset PATH --format reasonseg|refcoco|jsonl --out DIR [--protocol NAME]``: reads the benchmark's ground
+truth, keeps the samples the protocol scores (``scoring.protocols``: by default the published one, e.g. the first
+query of each ReasonSeg image), runs them as a batch into DIR (resumable the same way), scores them and writes the
+report into DIR/eval (``report``); prints the protocol, split and sample counts, the published numbers beside this
+run's, and the headline metrics.
 
 Exit status: 0 every item finished (an answer, "no mask" or an exhausted round budget); 3 some items failed
 (their reasons are in summary.json; a rerun retries them) or a backend could not be loaded; 2 bad input or an
@@ -26,6 +28,8 @@ from ..errors import EXIT_BACKEND, EXIT_INPUT, EXIT_OK, EXIT_STOPPED
 
 DATASET_COMMANDS = ("batch", "eval")
 FORMATS = ("reasonseg", "refcoco", "jsonl")
+PROTOCOL_NAMES = ("reasonseg-lisa", "refcoco", "all-queries")  # scoring.protocols.PROTOCOLS (a test keeps them one)
+REASONSEG_SPLITS = ("train", "val", "test")  # ReasonSeg's split folders
 DEFAULT_WORST = 8
 
 
@@ -61,7 +65,13 @@ def add_dataset_commands(commands: Any) -> None:
                                "(refs(*).p + instances.json); jsonl: a JSONL file with RLE ground truth")
     evaluate.add_argument("--format", required=True, choices=FORMATS, help="the dataset's format")
     evaluate.add_argument("--out", required=True, help="output folder: the batch, and the report in OUT/eval")
-    evaluate.add_argument("--split", default="val", help="refcoco: which split to evaluate (default val)")
+    evaluate.add_argument("--protocol", choices=PROTOCOL_NAMES,
+                          help="which samples are scored: reasonseg-lisa (ReasonSeg's default: the first query of "
+                               "each image, as LISA and the SAM 3 paper score it), refcoco (RefCOCO's default: every "
+                               "sentence, cIoU), all-queries (every query; not comparable with published numbers)")
+    evaluate.add_argument("--split", help="refcoco: which split to evaluate (default val); reasonseg: the split's "
+                                          "name for the report (default: the folder's name when it is train, val "
+                                          "or test)")
     evaluate.add_argument("--split-by", help="refcoco: which refs(SPLIT_BY).p (needed when there are several)")
     evaluate.add_argument("--images", help="folder of the images: refcoco: COCO train2014 (default "
                                            "../images/mscoco/images/train2014 beside the dataset folder); reasonseg: "
@@ -72,28 +82,42 @@ def add_dataset_commands(commands: Any) -> None:
     _add_backend_arguments(evaluate)
 
 
-def read_samples(args: argparse.Namespace) -> list:
-    """The evaluation samples the ``eval`` flags name.
+def _split(args: argparse.Namespace) -> str | None:
+    """The split the report names: ``--split``; refcoco's default val; a ReasonSeg folder named as a split."""
+    if args.split is not None or args.format == "jsonl":
+        return args.split
+    if args.format == "refcoco":
+        return "val"
+    name = Path(args.dataset).name
+    return name if name in REASONSEG_SPLITS else None
+
+
+def read_samples(args: argparse.Namespace) -> tuple[list, Any]:
+    """The evaluation samples the ``eval`` flags name, chosen by the protocol, and the ``ProtocolRun`` facts
+    (protocol, split, counts) the report states.
 
     Raises:
-        InputError: unreadable or malformed ground truth, or a bad ``--limit``.
+        InputError: unreadable or malformed ground truth, a protocol that does not apply, or a bad ``--limit``.
     """
     from ..datasets.formats.jsonl_gt import read_jsonl_gt
     from ..datasets.formats.reasonseg import read_reasonseg
     from ..datasets.formats.refcoco import read_refcoco
+    from ..datasets.scoring.protocols import ProtocolRun, protocol_for
     from ..errors import InputError
 
+    protocol = protocol_for(args.format, args.protocol)
+    split = _split(args)
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be at least 1, got {args.limit}")
     if args.format == "reasonseg":
         samples = read_reasonseg(args.dataset, images=args.images)
     elif args.format == "refcoco":
-        samples = read_refcoco(args.dataset, split=args.split, split_by=args.split_by, images=args.images)
+        samples = read_refcoco(args.dataset, split=split or "val", split_by=args.split_by, images=args.images)
     else:
         samples = read_jsonl_gt(args.dataset)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise InputError(f"--limit must be at least 1, got {args.limit}")
-        samples = samples[: args.limit]
-    return samples
+    selected = protocol.select(samples)
+    run = ProtocolRun(protocol, split, dataset_queries=len(samples), selected=len(selected))
+    return selected[: args.limit] if args.limit is not None else selected, run
 
 
 def _prepare_batch(items: Sequence, args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -224,29 +248,35 @@ def batch_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> i
 
 def eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """``eval``: run a benchmark's samples as a batch into ``--out`` and write the report into ``--out``/eval."""
+    from dataclasses import replace
+
     from ..datasets.scoring.evaluate import evaluate
     from ..datasets.scoring.report import format_metrics, write_report
     from ..errors import InputError
 
     try:
-        samples = read_samples(args)
+        samples, protocol = read_samples(args)
         if args.worst < 0:
             raise InputError(f"--worst must be 0 or more, got {args.worst}")
     except InputError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_INPUT
-    stdout.write(f"{len(samples)} sample(s) from {args.dataset} ({args.format})\n")
+    stdout.write(f"{len(samples)} sample(s) from {args.dataset} ({args.format}, protocol {protocol.protocol.name}, "
+                 f"split {protocol.split or 'unknown'})\n")
     layout, result, status = _run_batch([s.item() for s in samples], args, stdout, stderr)
     if result is None:
         return status  # type: ignore[return-value]
     _report_batch(result, args.out, stdout, notes=False)  # the metrics below carry the notes
     evaluation = evaluate(samples, layout)
+    protocol = replace(protocol, models=tuple(evaluation.models))
     try:
         page = write_report(evaluation, samples, layout, Path(args.out) / "eval",
-                            title=f"SAM3 Agent on {Path(args.dataset).name} ({args.format})", worst=args.worst)
+                            title=f"SAM3 Agent on {Path(args.dataset).name} ({args.format}, {protocol.protocol.name})",
+                            worst=args.worst, protocol=protocol)
     except OSError as error:
         stderr.write(f"error: could not write the report: {error.strerror or error}\n")
         return EXIT_INPUT
+    stdout.write("\n".join(protocol.lines(evaluation.metrics)) + "\n")
     stdout.write(format_metrics(evaluation.metrics, evaluation.notes) + "\n")
     if evaluation.unscored:
         stdout.write(f"{len(evaluation.unscored)} sample(s) not scored (see the report)\n")

@@ -1,8 +1,9 @@
 """The command line's model and agent flags, shared by ``run``, ``batch`` and ``eval`` (one definition, one reading).
 
 ``add_model_arguments`` declares them on a subcommand's parser; ``backend_settings`` and ``agent_config`` turn the
-parsed values into ``presets.BackendSettings`` and ``agent.AgentConfig``. Only light modules are imported at the top:
-``presets`` (torch) is imported when settings are built.
+parsed values into ``presets.BackendSettings`` and ``agent.AgentConfig``. Only light modules are imported at the top
+(defaults come from ``limits`` and ``vlm.timeouts``), so ``--help`` loads no model library: ``presets`` (torch) is
+imported when settings are built.
 """
 
 from __future__ import annotations
@@ -12,9 +13,15 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..images import MAX_PIXELS
-from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
-from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
+from ..limits import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_SCORE_THRESHOLD,
+    DEFAULT_VERIFY_BATCH_SIZE,
+    MAX_IMAGE_PIXELS,
+    MAX_ROUNDS_LIMIT,
+)
+from ..tiny import TINY_VLM_KINDS
+from ..vlm.timeouts import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 if TYPE_CHECKING:
     from ..agent.config import AgentConfig
@@ -40,19 +47,21 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
     add("--sam3-model", help="SAM 3 id or local folder (default facebook/sam3, gated on the Hub)")
     add("--sam3-dtype", choices=["float32", "bfloat16"],
         help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
-    add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], default="qwen3_vl",
+    add("--tiny-vlm", choices=TINY_VLM_KINDS, default="qwen3_vl",
         help="architecture of the tiny VLM (with --preset tiny)")
     add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     add("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS,
         help=f"round budget, 1 to {MAX_ROUNDS_LIMIT} (default {DEFAULT_MAX_ROUNDS})")
-    add("--score-threshold", type=float, default=0.5, help="SAM 3 score threshold (default 0.5)")
+    add("--score-threshold", type=float, default=DEFAULT_SCORE_THRESHOLD,
+        help=f"SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
     add("--min-pixels", type=int, help="lower bound on pixels per image given to the VLM")
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add_decoding_arguments(parser)
-    add("--max-image-pixels", type=int, default=MAX_PIXELS, help=f"{image_limit_help} (default {MAX_PIXELS:,})")
+    add("--max-image-pixels", type=int, default=MAX_IMAGE_PIXELS,
+        help=f"{image_limit_help} (default {MAX_IMAGE_PIXELS:,})")
     add("--verify-batch-size", type=int,
         help="masks verified per batched VLM call (1: one by one; same verdicts either way, verified on CPU in "
-             "float32; default 8, fewer on a small GPU)")
+             f"float32; default {DEFAULT_VERIFY_BATCH_SIZE}, fewer on a small GPU)")
     add("--no-prefix-cache", dest="prefix_cache", action="store_false",
         help="recompute every prompt in full with transformers' generate (same output on CPU in float32, slower; "
              "saves the KV caches' memory)")
@@ -68,7 +77,7 @@ def add_decoding_arguments(parser: Any) -> None:
     add("--verify-max-new-tokens", type=int,
         help="token budget of each mask verification (default per model: 512, Thinking models 4096)")
     add("--decoding", choices=["sample", "greedy"],
-        help="how tokens are chosen (default: the model's generation config; Qwen3-VL samples)")
+        help="how tokens are chosen (default: the model's generation config, on a server too; Qwen3-VL samples)")
     add("--temperature", type=float, help="sampling temperature of the main calls (implies sampling)")
     add("--top-p", type=float, help="nucleus sampling bound of the main calls (implies sampling)")
     add("--top-k", type=int, help="sample among the k most likely tokens (implies sampling)")
@@ -124,7 +133,6 @@ def agent_config(args: argparse.Namespace, backend_record: dict[str, Any] | None
         InputError: a value out of range (the message names it).
     """
     from ..agent.config import AgentConfig
-    from ..agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 
     planned = (backend_record or {}).get("verify_batch_size", DEFAULT_VERIFY_BATCH_SIZE)
     batch = args.verify_batch_size if args.verify_batch_size is not None else planned

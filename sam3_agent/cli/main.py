@@ -1,346 +1,30 @@
-"""Command line: ``python -m sam3_agent run --image PATH --query TEXT --out DIR``.
+"""The entry point of the command line: ``python -m sam3_agent`` and the ``sam3-agent`` console script.
 
-Prints each round as it happens and writes to DIR: the trace (``trace.json``, ``images/``, ``masks/``; saved
-after every round on a background thread, so a killed run keeps its finished rounds), ``final_overlay.png`` and
-``final_masks.json`` (COCO results format), each written under a temporary name and renamed into place.
-
-``python -m sam3_agent export TRACE --coco out.json [--png-dir DIR] [--bundle out.zip]`` writes the corrected
-masks of a saved run (the agent's answer with the hand edits recorded in the trace applied) as COCO JSON, one PNG
-per mask, and/or a bundle .zip; TRACE is a trace folder, its trace.json, a trace .zip or a bundle .zip.
+``main`` parses the flags (``parser``: light, so ``--help`` answers at once), then imports and runs the command:
+``run`` (``run``), ``export`` (``export``), ``batch`` and ``eval`` (``datasets``).
 
 Exit status: 0 finished (masks or no mask); 2 bad input; 3 backend failure; 4 round budget
 exhausted; 5 the outputs could not be written (disk full, folder removed...); 130 stopped (Ctrl-C or
-SIGTERM). Failures print one line on stderr. A Ctrl-C or SIGTERM while a run's files are being written
-waits until they are complete.
+SIGTERM). Failures print one line on stderr.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import logging
-import signal
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import Sequence
 
-import cv2
-import numpy as np
+from ..errors import EXIT_BACKEND, EXIT_INPUT, EXIT_STOPPED, InputError, Sam3AgentError
+from .datasets import DATASET_COMMANDS, dataset_command
+from .parser import build_parser
+from .signals import stop_signals
 
-from .. import Agent, Trace, TraceWriter, build_backends, load_image, save_trace
-from ..errors import (
-    EXIT_BACKEND,
-    EXIT_BUDGET,
-    EXIT_INPUT,
-    EXIT_OK,
-    EXIT_SAVE,
-    EXIT_STOPPED,
-    BackendError,
-    InputError,
-    Sam3AgentError,
-)
-from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, ToolStarted
-from ..imaging.overlay import render_numbered_overlay
-from ..mask_set import to_coco_results
-from ..messages import ToolCall
-from ..trace.encode import photo_file_of
-from ..trace.writer import write_atomic
-from ..vlm.image_fit import ImageLimits, check_photo
-from .datasets import DATASET_COMMANDS, add_dataset_commands, dataset_command
-from .flags import add_model_arguments, agent_config, backend_settings, with_planned_batch
-
-EXCERPT_CHARS = 160
+__all__ = ["build_parser", "console_script", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sam3_agent", description="SAM3 Agent command line")
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="answer a query on one image and write the trace and masks")
-    run.add_argument("--image", required=True, help="path of the photo (JPEG, PNG, WebP, TIFF...)")
-    run.add_argument("--query", required=True, help='what to segment, e.g. "the leftmost child in a blue vest"')
-    run.add_argument("--out", required=True, help="output folder (created if needed)")
-    add_model_arguments(run)
-    run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
-    export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
-    export.add_argument("--coco", help="COCO instance-segmentation JSON file to write")
-    export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
-    export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
-    export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    add_dataset_commands(commands)  # batch, eval (sam3_agent.datasets)
-    return parser
-
-
-def _call_text(call: ToolCall) -> str:
-    params = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.parameters.items())
-    return f"{call.name}({params})"
-
-
-def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 3] + "..."
-
-
-class EventPrinter:
-    """Prints events as the CLI shows them: round header, reasoning excerpt and call when the tool
-    starts, verdicts as they come, then the outcome and timings of the round. The reasoning is the agent's
-    reading of it (``ToolStarted.reasoning``, ``Round.reasoning``): nothing here parses model text."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-
-    def __call__(self, event: Event) -> None:
-        write = self.stream.write
-        if isinstance(event, RoundStarted):
-            note = f", {len(event.context.dropped)} message(s) pruned" if event.context.dropped else ""
-            write(f"Round {event.round_index}/{event.max_rounds}: asking the VLM "
-                  f"({len(event.context.kept)} messages, {event.context.image_count} image(s){note})\n")
-        elif isinstance(event, ToolStarted):
-            self._reasoning(event.reasoning)
-            write(f"  call: {_call_text(event.call)}\n")
-        elif isinstance(event, MaskVerdictReady):
-            v = event.verdict
-            source = {"model": "", "fallback": " (no verdict given; kept)"}.get(v.source, f" (check failed: {v.error}; kept)")
-            write(f"    mask {v.mask_number}/{event.total}: {v.verdict}{source}\n")
-        elif isinstance(event, RoundFinished):
-            r = event.round
-            if r.call is None:
-                self._reasoning(r.reasoning)
-            if r.error:
-                write(f"  mistake ({r.error}): {_excerpt(r.error_detail or r.output)}\n")
-            elif r.result is not None:
-                write(f"  result: {r.result.summary}\n")
-            tokens = f", {r.prompt_tokens} prompt tokens" if r.prompt_tokens else ""
-            write(f"  time: VLM {r.vlm_seconds:.1f} s, tool {r.tool_seconds:.1f} s{tokens}\n")
-        elif isinstance(event, RunFinished):
-            t = event.trace
-            count = len(t.final_masks) if t.final_masks is not None else 0
-            write(f"Finished: {t.status} after {len(t.rounds)} round(s), {count} final mask(s)\n")
-        self.stream.flush()
-
-    def _reasoning(self, reasoning: str) -> None:
-        if reasoning.strip():
-            self.stream.write(f"  reasoning: {_excerpt(reasoning)}\n")
-
-
-def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) -> None:
-    """Write the trace, final_overlay.png and final_masks.json into ``out``.
-
-    Args:
-        writer: the run's ``TraceWriter`` (its last snapshot is replaced by ``trace`` and flushed); ``None``
-            saves the trace in one step.
-
-    Raises:
-        TraceSaveError: the trace could not be written (``out`` keeps its previous trace, if any).
-        OSError: the overlay or the COCO file could not be written.
-    """
-    out.mkdir(parents=True, exist_ok=True)
-    if writer is None:
-        save_trace(trace, out)
-    else:
-        writer.submit(trace)
-        writer.close()
-    final = trace.final_masks
-    if final is not None and len(final):
-        overlay = render_numbered_overlay(trace.image, final)
-        results = to_coco_results(final)
-    else:
-        overlay = trace.image.copy()
-        results = []
-    # OpenCV's PNG writer with Huffman coding only: about 3x faster than Pillow's default level and a third
-    # faster than its fastest level (a 12 MP overlay takes ~0.7 s instead of ~2 s), files a few % larger.
-    ok, png = cv2.imencode(".png", cv2.cvtColor(np.asarray(overlay), cv2.COLOR_RGB2BGR),
-                           [cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY])
-    if not ok:
-        raise OSError("the final overlay could not be encoded as PNG")
-    # temporary names renamed into place: a full disk never leaves a truncated file under the real name
-    write_atomic(out / "final_overlay.png", png.tobytes())
-    write_atomic(out / "final_masks.json", json.dumps(results, indent=1).encode("utf-8"))
-
-
-def prepare_out_dir(out: Path) -> None:
-    """Create the output folder and make sure files can be written there, before any model loads.
-
-    Raises:
-        InputError: the path is a file, lies under a file, or is not writable.
-    """
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "images").mkdir(exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as error:
-        raise InputError(
-            f"cannot write to the output folder {out}: {error.strerror or error}; choose another --out"
-        ) from None
-
-
-def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    out = Path(args.out)
-    try:
-        settings = backend_settings(args)  # checked: out-of-range or ignored flags are refused here
-        image = load_image(args.image, max_pixels=args.max_image_pixels)
-        check_photo(image, ImageLimits.with_bounds(args.min_pixels, args.max_pixels))  # before any model loads
-        prepare_out_dir(out)
-        config = agent_config(args)
-        if not args.query.strip():
-            raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
-    except InputError as error:
-        stderr.write(f"error: {error}\n")
-        return EXIT_INPUT
-    try:
-        stdout.write("Loading models...\n")
-        stdout.flush()
-        loaded = time.perf_counter()
-        backends = build_backends(settings)
-        config = with_planned_batch(config, args, backends.settings)  # smaller on a small GPU
-        stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
-    except InputError as error:
-        stderr.write(f"error: {error}\n")
-        return EXIT_INPUT
-    except BackendError as error:
-        stderr.write(f"error: {error}\n")
-        return EXIT_BACKEND
-    agent = Agent.from_backends(backends, config)
-    if args.preset == "tiny":
-        what = "masks" if args.script else "masks and text"
-        stdout.write(f"Note: the tiny preset's models have random weights; their {what} mean nothing.\n")
-    agent_run = agent.start(image, args.query, image_name=args.image, image_file=photo_file_of(args.image))
-    writer = TraceWriter(out)
-    writer.submit(agent_run.trace)
-    try:
-        printer = EventPrinter(stdout)
-        for event in agent_run:
-            printer(event)
-            if isinstance(event, RoundFinished):
-                writer.submit(agent_run.trace)  # saved off the hot path: a killed run keeps its rounds
-    except KeyboardInterrupt:  # the first signal; any later one waits (see _StopSignals) until the files are written
-        pass
-    with signals_deferred() as received:  # the run is over: nothing may interrupt writing it
-        agent_run.abandon("stopped by the user (Ctrl-C or SIGTERM)")  # no change to a run that ended by itself
-        code = finish_run(agent_run.trace, out, stdout, stderr, writer)
-    if received:
-        stderr.write(f"note: {received[0]} arrived while the outputs were written; they were completed first\n")
-    return code
-
-
-def finish_run(trace: Trace, out: Path, stdout: TextIO, stderr: TextIO, writer: TraceWriter | None = None) -> int:
-    """Write a finished (or stopped) run's outputs (through the run's ``TraceWriter`` when given, which saved its
-    rounds so far) and return the exit status of the run.
-
-    A write that fails (disk full, folder removed, permissions changed during the run) is reported as such, with the
-    run's outcome, and exits with ``EXIT_SAVE``: it is not bad input.
-    """
-    outcome = f"{trace.status} after {len(trace.rounds)} round(s)"
-    try:
-        write_outputs(trace, out, writer)
-    except OSError as error:
-        stderr.write(f"error: the run ended ({outcome}) but its outputs could not be written to {out}: "
-                     f"{error.strerror or error}; free some space or choose another --out, then run again\n")
-        return EXIT_SAVE
-    stdout.write(f"Wrote {out / 'trace.json'}, {out / 'final_overlay.png'}, {out / 'final_masks.json'}\n")
-    if trace.status in ("done", "no_mask"):
-        return EXIT_OK
-    stderr.write(f"error: {trace.status}: {trace.error}\n")
-    return {"failed": EXIT_BACKEND, "max_rounds": EXIT_BUDGET}.get(trace.status, EXIT_STOPPED)
-
-
-def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    """``export``: the corrected masks of a saved trace or bundle as COCO JSON, PNGs and/or a bundle."""
-    from ..correct.edits import EditState
-    from ..correct.export import (
-        coco_document,
-        coco_file_name,
-        load_trace_or_bundle,
-        write_bundle,
-        write_coco,
-        write_mask_pngs,
-    )
-
-    if not (args.coco or args.png_dir or args.bundle):
-        stderr.write("error: nothing to write: give --coco FILE, --png-dir DIR and/or --bundle FILE\n")
-        return EXIT_INPUT
-    def writing(flag: str, path: str, write: Callable[[], Any]) -> Any:
-        try:
-            return write()
-        except OSError as error:
-            raise InputError(f"cannot write {flag} {path}: {error.strerror or error}; choose another path") from None
-
-    try:
-        try:
-            trace = load_trace_or_bundle(args.trace)
-        except OSError as error:
-            raise InputError(f"cannot read {args.trace}: {error.strerror or error}") from None
-        state = EditState.from_trace(trace)
-        items = state.corrected_items()
-        width, height = trace.image.size
-        written = []
-        if args.coco:
-            document = coco_document(items, width, height, file_name=coco_file_name(trace))
-            written.append(writing("--coco", args.coco, lambda: write_coco(document, args.coco)))
-        if args.png_dir:
-            pngs = writing("--png-dir", args.png_dir, lambda: write_mask_pngs(items, args.png_dir))
-            written.append(f"{len(pngs)} PNG(s) in {args.png_dir}")
-        if args.bundle:
-            written.append(writing("--bundle", args.bundle, lambda: write_bundle(trace, args.bundle, state)))
-    except Sam3AgentError as error:
-        stderr.write(f"error: {error}\n")
-        return EXIT_INPUT
-    for note in state.notes():
-        stdout.write(f"note: {note}\n")
-    stdout.write(f"{len(items)} corrected mask(s) ({len(state.applied)} edit(s) on the agent's "
-                 f"{len(state.original)}); wrote {', '.join(str(w) for w in written)}\n")
-    return EXIT_OK
-
-
-class _StopSignals:
-    """SIGINT and SIGTERM stop a run (``KeyboardInterrupt``) once; a later one, or one that arrives while the outputs
-    are written (``signals_deferred``), is noted and waits, so that a second Ctrl-C never cuts the writing short."""
-
-    def __init__(self) -> None:
-        self.deferring = False
-        self.received: list[str] = []
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if self.deferring:
-            self.received.append(signal.Signals(signum).name)
-            return
-        self.deferring = True
-        raise KeyboardInterrupt
-
-
-_STOP = _StopSignals()
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[list[str]]:
-    """Hold SIGINT/SIGTERM (when ``main`` installed its handlers) until the block ends; yields the names of those
-    that arrived meanwhile."""
-    _STOP.deferring = True
-    try:
-        yield _STOP.received
-    finally:
-        _STOP.deferring = False
-
-
-@contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
-    """Install the handlers of SIGINT and SIGTERM for the duration of a command (then restore the previous ones)."""
-    _STOP.deferring, _STOP.received = False, []
-    previous = {sig: signal.signal(sig, _STOP) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m sam3_agent") -> int:
+    """Run the command ``argv`` names (default ``sys.argv[1:]``) and return its exit status."""
+    args = build_parser(prog).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -350,12 +34,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         hf_logging.disable_progress_bar()
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # retry chatter; our error says it all
     if args.command == "export":
+        from .export import export_command
+
         return export_command(args, sys.stdout, sys.stderr)
     # SIGTERM (kill, docker stop) stops a run like Ctrl-C does, so its trace is still written.
     try:
         with stop_signals():  # a run, a batch or an evaluation: SIGTERM stops it like Ctrl-C
             if args.command in DATASET_COMMANDS:
                 return dataset_command(args, sys.stdout, sys.stderr)
+            from .run import run_command  # torch, transformers: only once a run is asked for
+
             return run_command(args, sys.stdout, sys.stderr)
     except KeyboardInterrupt:  # run_command handles it from the run's start on: this is before (e.g. model loading)
         sys.stderr.write("error: stopped by the user before the run started\n")
@@ -363,3 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Sam3AgentError as error:  # anything we raise on purpose is one line for the user
         sys.stderr.write(f"error: {error}\n")
         return EXIT_INPUT if isinstance(error, InputError) else EXIT_BACKEND
+
+
+def console_script() -> int:
+    """The ``sam3-agent`` console script (``pyproject.toml``): ``main`` under that name."""
+    return main(prog="sam3-agent")

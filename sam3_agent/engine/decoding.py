@@ -11,6 +11,9 @@ Sampling comes from the checkpoint's own ``generation_config.json`` (what the mo
 - Qwen3-VL Thinking (model cards of the Thinking editions, vision-language settings): sampling, temperature
   1.0, top_p 0.95, top_k 20, out_seq_length 40,960; Qwen advises against greedy decoding for thinking
   (performance loss and endless repetition).
+- Qwen3.5 / Qwen3.6, dense and MoE (``Qwen/Qwen3.5-27B``, ``Qwen/Qwen3.6-27B`` generation_config.json): sampling,
+  temperature 1.0, top_p 0.95, top_k 20, for Thinking, their default; the model cards' non-thinking settings are
+  temperature 0.7, top_p 0.8, top_k 20; both add presence_penalty 1.5 (not applied, as above).
 - Qwen2.5-VL Instruct (``Qwen/Qwen2.5-VL-7B-Instruct`` generation_config.json): repetition_penalty 1.05,
   temperature 0.1, top_p 0.001, top_k 1: a single candidate, so its "sampling" is greedy decoding.
 
@@ -33,7 +36,7 @@ from typing import Any, Literal
 
 from .sampling import GREEDY, Sampling
 
-Family = Literal["qwen3_vl", "qwen2_5_vl", "other"]
+Family = Literal["qwen3_vl", "qwen2_5_vl", "qwen3_5", "other"]
 
 DEFAULT_SEED = 0
 
@@ -45,6 +48,8 @@ CARD_SAMPLING: dict[tuple[Family, bool], Sampling] = {
     ("qwen3_vl", False): Sampling(do_sample=True, temperature=0.7, top_p=0.8, top_k=20),
     ("qwen3_vl", True): Sampling(do_sample=True, temperature=1.0, top_p=0.95, top_k=20),
     ("qwen2_5_vl", False): Sampling(do_sample=True, temperature=0.1, top_p=0.001, top_k=1),
+    ("qwen3_5", True): Sampling(do_sample=True, temperature=1.0, top_p=0.95, top_k=20),
+    ("qwen3_5", False): Sampling(do_sample=True, temperature=0.7, top_p=0.8, top_k=20),
 }
 
 
@@ -79,7 +84,7 @@ class ModelDecoding:
     Attributes:
         main / verify: the settings of each kind of call.
         thinking: the chat template opens ``<think>`` (a Thinking model).
-        family: ``"qwen3_vl"``, ``"qwen2_5_vl"`` or ``"other"``.
+        family: ``"qwen3_vl"``, ``"qwen2_5_vl"``, ``"qwen3_5"`` or ``"other"``.
         source: where the sampling values came from (``"generation_config.json"`` or ``"model card"``).
     """
 
@@ -124,7 +129,9 @@ class DecodingOverrides:
 
 
 def model_family(model_type: str) -> Family:
-    """The family of a ``config.model_type`` (``qwen3_vl_moe`` counts as ``qwen3_vl``)."""
+    """The family of a ``config.model_type`` (``qwen3_vl_moe`` counts as ``qwen3_vl``, ``qwen3_5_moe`` as ``qwen3_5``)."""
+    if model_type.startswith("qwen3_5"):
+        return "qwen3_5"
     if model_type.startswith("qwen3_vl"):
         return "qwen3_vl"
     if model_type == "qwen2_5_vl":

@@ -10,7 +10,12 @@ A prefix is identified by its token ids *and* the content digests of the images 
 image's tokens are the same placeholder id, so ids alone would let two different images match.
 Matching stops at the first image whose digest differs, and never ends inside an image (an image's
 features are computed whole). Entries hold tensors that nothing mutates (a ``DynamicCache`` built
-from them concatenates into new tensors), so handing out views is safe without copying.
+from them concatenates into new tensors, and recurrent states are copied in and out: ``row_caches``), so
+handing out views is safe without copying.
+
+A store for a hybrid model (``whole_entries=True``, ``cache_support``) holds recurrent states, which are valid
+only after their entry's whole prefix: a lookup then returns an entry only for its full length, and a longer
+entry never replaces a shorter one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from .cache_support import RecurrentState
 
 logger = logging.getLogger(__name__)
 
@@ -90,12 +97,14 @@ def common_prefix_length(a: TokenSequence, b: TokenSequence) -> int:
     return clip_to_image_start(length, a.spans)
 
 
-KVLayers = tuple[tuple[torch.Tensor, torch.Tensor], ...]
+LayerState = tuple[torch.Tensor, torch.Tensor] | RecurrentState  # keys and values, or a linear layer's state
+KVLayers = tuple[LayerState, ...]
 
 
 @dataclass(frozen=True)
 class PrefixEntry:
-    """A cached prefix: its tokens and, per decoder layer, keys and values ``(1, kv_heads, L, head_dim)``."""
+    """A cached prefix: its tokens and, per decoder layer, keys and values ``(1, kv_heads, L, head_dim)`` (or, in a
+    linear-attention layer, its ``RecurrentState`` after all ``L`` tokens)."""
 
     tokens: TokenSequence
     layers: KVLayers
@@ -107,8 +116,9 @@ class PrefixEntry:
 
 
 def layers_nbytes(layers: KVLayers) -> int:
-    """Bytes held by the key and value tensors of ``layers``."""
-    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+    """Bytes held by the tensors of ``layers``."""
+    return sum(s.nbytes if isinstance(s, RecurrentState) else s[0].numel() * s[0].element_size()
+               + s[1].numel() * s[1].element_size() for s in layers)
 
 
 @dataclass(frozen=True)
@@ -128,18 +138,21 @@ class PrefixCacheStore:
     Args:
         max_entries: most entries kept (pinned included); 0 stores nothing.
         max_bytes: most bytes of key/value tensors kept; an entry larger than this is not stored.
+        whole_entries: entries are reused only for their full length (hybrid caches: module docstring).
 
     Raises:
         ValueError: a negative bound.
     """
 
-    def __init__(self, max_entries: int = DEFAULT_PREFIX_CACHE_ENTRIES, max_bytes: int = DEFAULT_PREFIX_CACHE_BYTES):
+    def __init__(self, max_entries: int = DEFAULT_PREFIX_CACHE_ENTRIES, max_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+                 whole_entries: bool = False):
         if max_entries < 0 or max_bytes < 0:
             raise ValueError(
                 f"prefix cache bounds must be >= 0, got max_entries={max_entries}, max_bytes={max_bytes}"
             )
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self.whole_entries = whole_entries
         self._entries: OrderedDict[int, PrefixEntry] = OrderedDict()
         self._next_key = 0
         self._nbytes = 0
@@ -164,6 +177,8 @@ class PrefixCacheStore:
                 length = common_prefix_length(entry.tokens, tokens)
                 if limit is not None:
                     length = clip_to_image_start(min(length, limit), tokens.spans)
+                if self.whole_entries and length != len(entry):
+                    continue
                 if length > best[1]:
                     best = (entry, length, key)
             if best[2] is not None:
@@ -184,7 +199,10 @@ class PrefixCacheStore:
         Raises:
             ValueError: ``layers`` do not hold ``len(tokens)`` positions.
         """
-        for keys, values in layers:
+        for state in layers:
+            if isinstance(state, RecurrentState):
+                continue
+            keys, values = state
             if keys.shape[-2] != len(tokens) or values.shape[-2] != len(tokens):
                 raise ValueError(
                     f"prefix cache entry of {len(tokens)} tokens got tensors of {keys.shape[-2]} positions"
@@ -195,10 +213,11 @@ class PrefixCacheStore:
         with self._lock:
             for key, entry in list(self._entries.items()):
                 shared = common_prefix_length(entry.tokens, tokens)
-                if shared == len(tokens) and (entry.pinned or not pinned):
+                covers = shared == len(tokens) and (not self.whole_entries or len(entry) == len(tokens))
+                if covers and (entry.pinned or not pinned):
                     self._entries.move_to_end(key)
                     return False
-                if shared == len(entry) and len(entry) < len(tokens) and not entry.pinned:
+                if shared == len(entry) and len(entry) < len(tokens) and not entry.pinned and not self.whole_entries:
                     self._remove(key)
             self._entries[self._next_key] = PrefixEntry(tokens, layers, nbytes, pinned)
             self._next_key += 1

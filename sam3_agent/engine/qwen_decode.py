@@ -18,6 +18,12 @@ Why this is hand-written rather than ``generate`` (5.24):
 - The decode loop itself: the benchmark's ablation row ("own decode loop, no cache") measures what it
   gains or loses against ``generate`` on its own.
 
+Hybrid models (Qwen3.5's linear-attention layers, ``cache_support``) run the same way; their stored prefixes are
+snapshots reused only whole (the store is built with ``whole_entries=True``), and their rows need no padding.
+So that a run's next round still starts after its raw image and query, a single request of a hybrid model also
+keeps a snapshot where its last turn opens (its last ``turn_start_id``, ``<|im_start|>``): the next round's
+request repeats everything before it.
+
 Two things make this exact:
 - Qwen-VL's rotary positions are 3-D (mrope): image tokens take (t, h, w) grid positions and the
   text after an image continues from the image's largest position, so a token's position is not
@@ -51,7 +57,7 @@ import torch
 
 from .kv_prefix import KVLayers, PrefixCacheStore, clip_to_image_start, common_prefix_length
 from .qwen_request import EncodedRequest
-from .row_caches import cache_from, snapshot, stack_rows
+from .row_caches import cache_from, cut, snapshot, stack_rows
 from .sampling import GREEDY, Sampling, TokenChooser
 
 logger = logging.getLogger(__name__)
@@ -125,10 +131,14 @@ class CachedDecoder:
         store: prefix caches to reuse and fill; ``None`` reuses nothing (batches still run together).
         eos_ids: token ids that end a turn.
         pad_id: id fed for rows that already ended.
+        turn_start_id: the token that opens a chat turn (``<|im_start|>``), or ``None``: where a hybrid model's
+            request keeps a snapshot (module docstring).
     """
 
-    def __init__(self, model: Any, store: PrefixCacheStore | None, eos_ids: frozenset[int], pad_id: int) -> None:
+    def __init__(self, model: Any, store: PrefixCacheStore | None, eos_ids: frozenset[int], pad_id: int,
+                 turn_start_id: int | None = None) -> None:
         self.model = model
+        self.turn_start_id = turn_start_id
         self.store = store
         self.eos_ids = eos_ids
         self.pad_id = pad_id
@@ -220,6 +230,9 @@ class CachedDecoder:
         if 0 < first.system_length <= shared:
             self.ensure_prefix(first, first.system_length, True, counters)
         if len(requests) == 1:
+            turn = self._last_turn_start(first, shared)
+            if turn:
+                return self.ensure_prefix(first, turn, False, counters), turn
             entry, reused = store.lookup(first.tokens, limit=shared)
             if entry is None or reused == 0:
                 return None, 0
@@ -227,6 +240,14 @@ class CachedDecoder:
         if shared <= 0:
             return None, 0
         return self.ensure_prefix(first, shared, False, counters), shared
+
+    def _last_turn_start(self, request: EncodedRequest, limit: int) -> int:
+        """Where ``request``'s last turn opens, for a hybrid store (0: no such snapshot to keep)."""
+        if self.store is None or not self.store.whole_entries or self.turn_start_id is None:
+            return 0
+        found = torch.nonzero(request.tokens.ids[: limit + 1] == self.turn_start_id).flatten()
+        turn = int(found[-1]) if found.numel() else 0
+        return turn if turn > request.system_length else 0
 
     def ensure_prefix(
         self, request: EncodedRequest, length: int, pinned: bool, counters: DecodeCounters
@@ -238,18 +259,15 @@ class CachedDecoder:
         Raises:
             RuntimeError: the decoder has no store.
         """
-        from transformers import DynamicCache
-
         store = self.store
         if store is None:
             raise RuntimeError("ensure_prefix needs a decoder built with a PrefixCacheStore")
         entry, reused = store.lookup(request.tokens, limit=length)
         if entry is not None and reused == length:
-            return tuple((k[:, :, :length], v[:, :, :length]) for k, v in entry.layers)
+            return cut(entry.layers, length)
         if entry is None or reused == 0:
-            cache, reused = DynamicCache(config=self.model.config), 0
-        else:
-            cache = cache_from(entry.layers, reused, self.model.config)
+            entry, reused = None, 0
+        cache = cache_from(entry.layers if entry is not None else None, reused, self.model.config)
         pixel_values, grid, images = self._images_between(request, reused, length)
         positions = request.positions[:, reused:length].unsqueeze(1)
         mask = torch.ones((1, length), dtype=torch.long, device=request.input_ids.device)
@@ -289,7 +307,7 @@ class CachedDecoder:
             row_layers.append(snapshot(cache))
         logits = torch.cat(row_logits)
         if len(requests) == 1:
-            if self.store is not None:
+            if self.store is not None and not self.store.whole_entries:  # a whole prompt is never reused whole
                 self.store.insert(requests[0].tokens, row_layers[0])
             return logits, torch.ones((1, start + lengths[0]), dtype=torch.long, device=device), cache
         mask, stacked = stack_rows(row_layers, lengths, start, device, self.model.config)

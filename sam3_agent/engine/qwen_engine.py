@@ -6,7 +6,9 @@ together; ``prefill_system_prompts`` computes system-prompt caches ahead of time
 use the model at a time; each request has its own streamer, sampler and stop check, so concurrent callers
 never see each other's tokens.
 
-Two decoding paths, chosen at construction:
+Two decoding paths, chosen at construction from what the model supports (``cache_support.probe_cache``: attention
+and hybrid caches run the decoder; anything else, or a generation config the decoder cannot follow, runs
+``generate``, the reason logged once and given by ``paths()`` for the trace's settings):
 - ``prefix_cache=True``: ``qwen_decode.CachedDecoder`` starts each request from the longest prompt prefix
   already computed (``kv_prefix``) and decodes batches together.
 - ``prefix_cache=False``: ``transformers``' ``generate``, one request at a time: the reference the
@@ -28,6 +30,7 @@ import torch
 
 from ..messages import Message
 from . import check_transformers_version
+from .cache_support import CacheSupport, log_choice, probe_cache
 from .decoded import CANCELLED, Decoded, EngineError
 from .decoder_thread import decode_batch, stream_decoder
 from .generate_thread import stream_generate
@@ -81,17 +84,28 @@ class QwenEngine:
         self.image_size = dict(image_size)
         self._lock = threading.Lock()
         self.eos_ids, pad = _end_and_pad_ids(model, processor)
-        exact = supports_config(model.generation_config)
+        self.support = _decoding_support(model)
+        log_choice(name, self.support)
+        exact = self.support.decoder
         self.prefix_store = (
-            PrefixCacheStore(prefix_cache_entries, prefix_cache_bytes) if prefix_cache and exact else None
+            PrefixCacheStore(prefix_cache_entries, prefix_cache_bytes, whole_entries=self.support.hybrid)
+            if prefix_cache and exact else None
         )
-        self._cached = CachedDecoder(model, self.prefix_store, self.eos_ids, pad) if self.prefix_store else None
+        turn = processor.tokenizer.convert_tokens_to_ids("<|im_start|>")
+        turn = turn if isinstance(turn, int) and turn != processor.tokenizer.unk_token_id else None
+        self._cached = CachedDecoder(model, self.prefix_store, self.eos_ids, pad, turn) if self.prefix_store else None
         self._batched = CachedDecoder(model, None, self.eos_ids, pad) if exact else None
         self._own_loop = plain_loop == "own_loop" and self._batched is not None
         self._requests = RequestPreparer(model, processor, device, self.image_size)
         self._usage = UsageCounter(record_output_ids)
 
     # ------------------------------------------------------------------ counters and caches
+
+    def paths(self) -> dict[str, object]:
+        """Which decoding path this model runs on and why (plain JSON values for a trace's settings)."""
+        record = self.support.as_record()
+        record["prefix_cache"] = self.prefix_store is not None
+        return record
 
     def usage(self) -> VLMUsage:
         """Work done since construction (or ``reset_usage``)."""
@@ -238,6 +252,14 @@ class QwenEngine:
     ) -> Iterator[str | Decoded]:
         return stream_generate(self.model, inputs, limit, stop, sampling, tokenizer=self.processor.tokenizer,
                                eos_ids=self.eos_ids, usage=self._usage, name=self.name)
+
+
+def _decoding_support(model: Any) -> CacheSupport:
+    """What the model's cache allows (``probe_cache``), off as well when its generation config needs ``generate``."""
+    support = probe_cache(model)
+    if support.decoder and not supports_config(model.generation_config):
+        return CacheSupport(False, support.hybrid, "the generation config asks for decoding rules only generate() has")
+    return support
 
 
 def _end_and_pad_ids(model: Any, processor: Any) -> tuple[frozenset[int], int]:

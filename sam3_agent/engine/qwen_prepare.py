@@ -37,7 +37,8 @@ class RequestPreparer:
         self.processor = processor
         self.device = device
         self.image_size = image_size
-        self._image_token_id = int(model.config.image_token_id)
+        token = getattr(model.config, "image_token_id", None)  # None: a model the decoder does not run (generate only)
+        self._image_token_id = -1 if token is None else int(token)
         self._images = PreprocessedImages()  # each distinct image is preprocessed once (decoder paths)
         self._texts = TextIds()  # each distinct text piece is tokenized once (decoder paths)
         self._system_ids: dict[str, list[int]] = {}  # system prompt text -> ids of its rendered turn

@@ -12,12 +12,13 @@ import logging
 import numpy as np
 
 from .. import rle
+from ..limits import DEFAULT_SCORE_THRESHOLD
 from ..mask_set import Masks
 from ..rle import check_mask_array
 
 logger = logging.getLogger(__name__)
 
-SCORE_THRESHOLD = 0.5  # default of the reference agent
+SCORE_THRESHOLD = DEFAULT_SCORE_THRESHOLD  # default of the reference agent
 IOM_THRESHOLD = 0.3  # overlap rule of the reference agent
 
 

@@ -1,41 +1,53 @@
-"""Hugging Face ZeroGPU Spaces: ``spaces`` imported first, models loaded for CUDA, CUDA work only in GPU calls.
+"""Hugging Face ZeroGPU Spaces: ``spaces`` imported first, models loaded for CUDA, and a GPU asked for per model call.
 
 On a ZeroGPU Space (``SPACES_ZERO_GPU`` set) the main process has no GPU. Importing ``spaces`` patches torch:
 ``torch.cuda.is_available()`` answers True and moving weights to ``"cuda"`` is recorded rather than done;
 initialising CUDA in the main process is an error, so ``spaces`` must be imported before anything touches CUDA.
-A function decorated with ``spaces.GPU(duration=...)`` runs in a worker process that holds a GPU for at most
-``duration`` seconds; its arguments and results are pickled across, and the worker (with whatever it computed,
-such as KV caches) is reused while it stays idle.
+A function decorated with ``spaces.GPU(duration=...)`` runs in a worker process (a fork of the main one) that holds a
+GPU for at most ``duration`` seconds; its arguments and results are pickled across, and the worker (with whatever it
+computed, such as KV caches and image encodings) is reused while it stays idle. Each decorated function has workers
+of its own, and ZeroGPU checks the requested duration against the visitor's daily quota before each call.
 
 So: ``app.py`` calls :func:`import_spaces` before importing torch; the loaders ask for CUDA and bfloat16 without
-``device_map`` (weights go through CPU memory and ``.to("cuda")`` is recorded, the ZeroGPU way); nothing runs a
-model at start (the system-prompt prefill happens in the first GPU call of each worker); and the app's handlers
-that run models are wrapped by :func:`gpu` with a duration that fits the run. This module imports neither torch
-nor Gradio.
+``device_map``; nothing runs a model at start; and every model call goes through **one** decorated function,
+:func:`on_gpu`: the work is registered once by name at start (:func:`register`; the worker, a fork, finds it by
+name, so no model is ever pickled), and each call asks for the seconds its own ``duration`` function estimates from
+the work (``models.gpu_calls``). The agent loop stays in the main process and holds no GPU. A refusal by ZeroGPU
+(quota used up, a duration above what the visitor's tier allows, no GPU free) becomes a :class:`GpuQuotaError`
+whose message says what to do. This module imports neither torch nor Gradio.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
-from collections.abc import Callable
+import pickle
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+
+from ..errors import BackendError
 
 logger = logging.getLogger(__name__)
 
 ZERO_GPU_VARIABLE = "SPACES_ZERO_GPU"  # set by Hugging Face on ZeroGPU hardware (read by ``spaces.config``)
 MAX_SECONDS_VARIABLE = "SAM3_AGENT_GPU_MAX_SECONDS"
+GPU_MAX_SECONDS = 300  # the longest one call may ask for (raise it with SAM3_AGENT_GPU_MAX_SECONDS if the tier allows)
+# spaces 0.51.3 (zero/configs.json): on the half RTX PRO 6000 Blackwell slice the client multiplies each requested
+# duration by 1.5 before ZeroGPU checks it against the quota (not on the full "xlarge" card).
+DURATION_FACTOR = 1.5
+# Daily GPU quota per visitor (ZeroGPU documentation, 2026): seconds.
+QUOTA_SECONDS = {"anonymous": 120, "free account": 300, "PRO": 2400}
 
-# Estimates for one H100/H200-class GPU slice, not measured (no GPU was available when they were written; the
-# smoke command prints the real timings): moving ~18 GB of weights onto the GPU in a new worker plus the system
-# prompt prefill, then per round one main VLM call (up to 1024 new tokens at ~40 tokens/s) or a batched
-# verification, plus SAM 3.
-GPU_START_SECONDS = 30
-GPU_SECONDS_PER_ROUND = 30
-GPU_MAX_SECONDS = 300  # the longest GPU call requested (raise it with SAM3_AGENT_GPU_MAX_SECONDS if the tier allows)
-POINT_GPU_SECONDS = 20  # one point click: the point model's neck and decoder (the image encode on a first click)
+
+class GpuQuotaError(BackendError):
+    """ZeroGPU refused a GPU call for this visitor (daily quota used up, a duration above what the visitor's tier
+    may ever ask for, or no GPU free in time). The message says what to do: log in, or try again later."""
+
 
 def import_spaces() -> ModuleType | None:
     """Import ``spaces`` (Hugging Face's ZeroGPU package); ``None`` when it is not installed.
@@ -65,23 +77,147 @@ def max_gpu_seconds() -> int:
     return GPU_MAX_SECONDS
 
 
-def run_duration(max_rounds: Any) -> int:
-    """Seconds of GPU to ask for a run with this round budget: ``GPU_START_SECONDS + GPU_SECONDS_PER_ROUND *
-    rounds``, at most :func:`max_gpu_seconds` (a longer request is refused by ZeroGPU for the visitor's tier)."""
+def whole_seconds(seconds: float) -> int:
+    """``seconds`` rounded up to a whole second, at least 1 and at most :func:`max_gpu_seconds`."""
+    return max(1, min(max_gpu_seconds(), math.ceil(seconds - 1e-9)))
+
+
+# ---------------------------------------------------------------- the one GPU function
+
+
+@dataclass(frozen=True)
+class _Work:
+    function: Callable[..., Any]
+    duration: Callable[..., float]
+    streams: bool  # ``function`` returns an iterator whose items come back one by one
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """An exception raised in the worker, sent back as a result (raised again in the main process as it was)."""
+
+    error: BaseException
+
+
+_WORK: dict[str, _Work] = {}
+_decorated: list[Callable[..., Iterator[Any]]] = []
+
+
+def requested_seconds(name: str, args: tuple, kwargs: dict) -> int:
+    """The seconds :func:`on_gpu` asks ZeroGPU for to run the work ``name`` on these arguments."""
+    return whole_seconds(_WORK[name].duration(*args, **kwargs))
+
+
+def on_gpu(name: str, args: tuple, kwargs: dict) -> Iterator[Any]:
+    """Run the registered work ``name`` (in ZeroGPU's worker when wrapped by ``spaces.GPU``): yields its items, or
+    its one result; an exception comes back as a ``_Failed`` result (``spaces`` would otherwise replace it by its
+    class name)."""
+    work = _WORK[name]
     try:
-        rounds = max(1, int(max_rounds))
-    except (TypeError, ValueError, OverflowError):
-        rounds = 1
-    return min(max_gpu_seconds(), GPU_START_SECONDS + GPU_SECONDS_PER_ROUND * rounds)
+        result = work.function(*args, **kwargs)
+        if work.streams:
+            yield from result
+        else:
+            yield result
+    except Exception as error:  # noqa: BLE001 - sent to the main process and raised there
+        yield _Failed(error if _picklable(error) else BackendError(str(error) or "the GPU call failed"))
 
 
-def gpu(function: Callable[..., Any], duration: int | Callable[..., int]) -> Callable[..., Any]:
-    """``spaces.GPU(duration=duration)(function)`` when ``spaces`` is installed, else ``function`` itself.
+def _picklable(error: BaseException) -> bool:
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # noqa: BLE001 - any failure means: send the message only
+        return False
+    return True
 
-    ``duration``: seconds, or a function of the same arguments as ``function`` returning seconds (ZeroGPU's
-    dynamic duration). Outside ZeroGPU hardware ``spaces.GPU`` returns the function unchanged.
+
+def _gpu_function() -> Callable[..., Iterator[Any]]:
+    """:func:`on_gpu`, decorated once with ``spaces.GPU`` when ``spaces`` is installed (outside ZeroGPU hardware
+    ``spaces.GPU`` returns it unchanged); all calls share its workers."""
+    if not _decorated:
+        spaces = import_spaces()
+        _decorated.append(on_gpu if spaces is None else spaces.GPU(duration=requested_seconds)(on_gpu))
+    return _decorated[0]
+
+
+def register(name: str, function: Callable[..., Any], duration: Callable[..., float],
+             streams: bool = False) -> Callable[..., Any]:
+    """Register model work under ``name`` and return the callable the main process uses instead of ``function``.
+
+    Register everything at start, before the first call: ZeroGPU's worker is a fork of the main process and finds
+    the work by name (what is registered after a worker started is unknown to it). ``duration`` takes the same
+    arguments as ``function`` and returns the seconds to ask for. The returned callable takes ``function``'s
+    arguments (which are pickled to the worker: no threading objects) and returns its result, or (``streams``)
+    an iterator of its items.
+
+    Raises (from the returned callable): :class:`GpuQuotaError` when ZeroGPU refuses the call; whatever
+    ``function`` raised.
     """
-    spaces = import_spaces()
-    if spaces is None:
-        return function
-    return spaces.GPU(duration=duration)(function)
+    _WORK[name] = _Work(function, duration, streams)
+
+    def stream(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        remote = _gpu_function()(name, args, kwargs)
+        try:
+            while True:
+                try:
+                    item = next(remote)
+                except StopIteration:
+                    return
+                except Exception as error:  # noqa: BLE001 - ZeroGPU's refusals are said for the visitor
+                    refusal = quota_error(error)
+                    if refusal is None:
+                        raise
+                    raise refusal from None
+                if isinstance(item, _Failed):
+                    raise item.error
+                yield item
+        finally:
+            remote.close()  # stops the worker's generation too (spaces sets the worker's stop event)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        results = list(stream(*args, **kwargs))
+        if len(results) != 1:
+            raise BackendError(f"the GPU call {name!r} returned {len(results)} results instead of one")
+        return results[0]
+
+    return stream if streams else call
+
+
+# ---------------------------------------------------------------- ZeroGPU's refusals, said for a visitor
+
+LOG_IN = "log in to Hugging Face for more GPU time"
+_WAIT = re.compile(r"Try again in ([0-9:]+)")
+_SECONDS = re.compile(r"\((\d+)s requested vs\. (\d+)s left\)")
+
+
+def quota_error(error: BaseException) -> GpuQuotaError | BackendError | None:
+    """What to tell the visitor when ``error`` is a refusal or fault raised by the ``spaces`` client (a Gradio
+    error titled "ZeroGPU ..."); ``None`` for any other error."""
+    title = getattr(error, "title", None)
+    if not isinstance(title, str) or not title.startswith("ZeroGPU"):
+        return None
+    message = str(getattr(error, "message", "") or error)
+    if title == "ZeroGPU illegal duration":
+        return GpuQuotaError(
+            f"ZeroGPU refused this step: it asks for more GPU time at once than a visitor of your tier may use "
+            f"({message.strip()}). {LOG_IN[0].upper() + LOG_IN[1:]} (anonymous visitors get the least), or lower the "
+            "Space's token budget (SAM3_AGENT_MAX_NEW_TOKENS)."
+        )
+    if title == "ZeroGPU quota exceeded":
+        return GpuQuotaError(_quota_exceeded(message))
+    if title == "ZeroGPU queue timeout" or "No GPU was available" in message:
+        return GpuQuotaError("no GPU of this Space was free in time: try again in a minute (logged-in visitors "
+                             "get a higher place in ZeroGPU's queue)")
+    return BackendError(f"the Space's GPU failed this step ({message.strip() or title}): try again")
+
+
+def _quota_exceeded(message: str) -> str:
+    wait = _WAIT.search(message)
+    seconds = _SECONDS.search(message)
+    used = "your GPU time on this Space is used up for today"
+    if seconds:
+        used += f" ({seconds.group(2)} s left, too little for the next step)"
+    elif "Space app has reached its GPU limit" in message:
+        used = "this Space has no GPU time left for visitors without a Hugging Face login"
+    when = f"try again in {wait.group(1)}" if wait else "try again tomorrow"
+    return f"{used}: {LOG_IN}, or {when}"

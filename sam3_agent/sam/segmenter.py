@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,6 +20,7 @@ from PIL import Image
 
 from ..errors import BackendError, InputError
 from ..images import image_digest
+from ..limits import DEFAULT_SCORE_THRESHOLD
 from ..mask_set import Masks
 from ..models.loading import default_device, load_checked
 from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
@@ -27,7 +29,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SAM3_MODEL = "facebook/sam3"
 MASK_THRESHOLD = 0.5  # probability cut for mask pixels; transformers' post-processing default
-DEFAULT_SCORE_THRESHOLD = 0.5  # detection score cut the project brief sets for segment_phrase
 DEFAULT_FEATURE_CACHE_SIZE = 4  # images whose features are kept
 # Bytes of cached features: full-size SAM 3 keeps ~220 MB per image in float32 (FPN maps at 288, 144 and 72 px
 # with 256 channels, plus their position encodings), so 1 GiB holds the default 4 images on a CPU.
@@ -297,8 +298,10 @@ def instance_masks(outputs: Any, height: int, width: int, score_threshold: float
     ``align_corners=False``, > ``MASK_THRESHOLD``; boxes = normalised xyxy times the image size), computed here
     because the library upsamples every kept mask at once on the model's device in float32 and binarises it to
     int64: 13 bytes per pixel per mask, about 156 MB per mask at 12 MP, several GB for a crowded photo. Here the
-    masks are upsampled a few at a time (at most ``chunk_bytes`` of float32 on the device) and kept as bool on the
-    CPU (1 byte per pixel).
+    masks are upsampled a few at a time (at most ``chunk_bytes`` of float32 on the device) and each chunk is
+    encoded as RLE as it comes (``Masks`` holds RLE), so the full-size masks never exist together: the extra
+    memory is one chunk (its float32 and its bool copy on the CPU) and the RLE, whatever the number of masks
+    (a whole (N, H, W) bool array would be 3.2 GB at 16 MP with 200 masks).
 
     Args:
         outputs: ``Sam3Model`` output for one image: ``pred_logits`` (1, Q), ``presence_logits`` (1, 1) or None,
@@ -309,7 +312,7 @@ def instance_masks(outputs: Any, height: int, width: int, score_threshold: float
         chunk_bytes: most bytes of float32 upsampled masks on the device at once (at least one mask).
 
     Returns:
-        masks bool (N, H, W), scores float32 (N,), boxes float32 (N, 4) xyxy pixels clipped to the image, in
+        ``Masks`` of N masks (H, W), scores float32 (N,), boxes float32 (N, 4) xyxy pixels clipped to the image, in
         query order.
     """
     scores = outputs.pred_logits[0].float().sigmoid()
@@ -320,16 +323,25 @@ def instance_masks(outputs: Any, height: int, width: int, score_threshold: float
     boxes = (outputs.pred_boxes[0][keep].float() * scale).cpu().numpy().astype(np.float32).reshape(-1, 4)
     boxes[:, 0::2] = boxes[:, 0::2].clip(0, width)
     boxes[:, 1::2] = boxes[:, 1::2].clip(0, height)
-    logits = outputs.pred_masks[0][keep]
-    masks = np.empty((len(logits), height, width), dtype=bool)
     step = max(1, chunk_bytes // (4 * height * width))
+    masks = upsampled_masks(outputs.pred_masks[0][keep], height, width, step)
+    return Masks(masks, scores[keep].cpu().numpy().astype(np.float32), boxes, phrase, size=(height, width))
+
+
+def upsampled_masks(logits: torch.Tensor, height: int, width: int, step: int) -> Iterator[np.ndarray]:
+    """Each mask of ``logits`` (float (N, h, w) mask logits, any device) as bool (H, W) on the CPU, upsampled
+    ``step`` masks at a time (bilinear on the probabilities, ``align_corners=False``, > ``MASK_THRESHOLD``); only
+    the current chunk is held."""
     for start in range(0, len(logits), step):
         probabilities = logits[start : start + step].float().sigmoid().unsqueeze(0)
         upsampled = torch.nn.functional.interpolate(probabilities, size=(height, width), mode="bilinear",
                                                     align_corners=False)[0]
-        masks[start : start + step] = (upsampled > MASK_THRESHOLD).cpu().numpy()
-        del probabilities, upsampled
-    return Masks(masks=masks, scores=scores[keep].cpu().numpy().astype(np.float32), boxes=boxes, phrase=phrase)
+        del probabilities
+        chunk = (upsampled > MASK_THRESHOLD).cpu().numpy()
+        del upsampled
+        yield from chunk
+        del chunk
+
 
 def features_nbytes(features: Any) -> int:
     """Bytes of tensor storage in cached vision features (backbone output, FPN maps and position encodings)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,13 +19,15 @@ from ..agent.prompts import Prompts
 from ..agent.verify import verification_messages
 from ..images import load_image
 from ..imaging.views import render_single_mask, render_zoom_view
+from ..limits import DEFAULT_SCORE_THRESHOLD
 from ..messages import Generation, ImagePart, Message
+from ..package_files import ASSETS_DIR
 from ..sam.segmenter import Sam3Segmenter
 from .report import CheckResult
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = ASSETS_DIR
 CAT_PHOTO = ASSETS / "chelsea.jpg"
-SCORE_THRESHOLD = 0.5
+SCORE_THRESHOLD = DEFAULT_SCORE_THRESHOLD
 # bfloat16 against float32 SAM 3: the top mask must overlap this much and its score move at most this far (our
 # choice of "agree"; the numbers measured are in the report either way)
 MIN_PRECISION_IOU = 0.9

@@ -14,6 +14,10 @@ template embedded in Qwen3-VL-8B-Instruct-GGUF files, ollama's Qwen3-VL Thinking
   ``<think>\\n``, and an assistant turn's text is cut at its last ``</think>``: before the last user query only
   the answer after it is kept (earlier reasoning never returns to the model); after it, the reasoning is
   re-wrapped as ``<think>\\n...\\n</think>\\n\\n`` before the answer.
+- Qwen3.5 / Qwen3.6 (dense and MoE, one template for both; Thinking by default): as Qwen3-VL Thinking, except
+  that ``enable_thinking=False`` (a ``chat_template_kwargs`` switch) closes an empty reasoning block in the
+  generation prompt, ``<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n``, instead of opening one (public notes
+  on the Qwen3.5/3.6 templates: the ``enable_thinking is false`` branch, the same tail as Qwen3's).
 - Qwen2.5-VL Instruct: every turn renders its text and images; a conversation that does not start with a
   system turn gets ``You are a helpful assistant.`` as one; the generation prompt is ``<|im_start|>assistant\\n``.
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-Variant = Literal["qwen3_vl_instruct", "qwen3_vl_thinking", "qwen2_5_vl"]
+Variant = Literal["qwen3_vl_instruct", "qwen3_vl_thinking", "qwen2_5_vl", "qwen3_5"]
 
 QWEN2_5_VL_DEFAULT_SYSTEM = "You are a helpful assistant."
 
@@ -67,7 +71,7 @@ _QWEN3_VL_INSTRUCT = (
     "{%- if add_generation_prompt -%}<|im_start|>assistant{{ '\n' }}{%- endif -%}"
 )
 
-_QWEN3_VL_THINKING = (
+_THINKING_TURNS = (
     _MACROS
     + _LEADING_SYSTEM
     # the last user turn that is not a wrapped tool response is the query; reasoning before it is dropped
@@ -98,7 +102,17 @@ _QWEN3_VL_THINKING = (
     "<|im_end|>{{ '\n' }}"
     "{%- endif -%}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|im_start|>assistant{{ '\n' }}<think>{{ '\n' }}{%- endif -%}"
+)
+
+# Qwen3.5's generation prompt: Thinking unless the caller passes enable_thinking=False.
+_QWEN3_5_GENERATION_PROMPT = (
+    "{%- if add_generation_prompt -%}<|im_start|>assistant{{ '\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}<think>{{ '\n\n' }}</think>{{ '\n\n' }}"
+    "{%- else -%}<think>{{ '\n' }}{%- endif -%}{%- endif -%}"
+)
+_QWEN3_VL_THINKING = (
+    _THINKING_TURNS
+    + "{%- if add_generation_prompt -%}<|im_start|>assistant{{ '\n' }}<think>{{ '\n' }}{%- endif -%}"
 )
 
 _QWEN2_5_VL = (
@@ -116,6 +130,7 @@ CHAT_TEMPLATES: dict[Variant, str] = {
     "qwen3_vl_instruct": _QWEN3_VL_INSTRUCT,
     "qwen3_vl_thinking": _QWEN3_VL_THINKING,
     "qwen2_5_vl": _QWEN2_5_VL,
+    "qwen3_5": _THINKING_TURNS + _QWEN3_5_GENERATION_PROMPT,
 }
 
 

@@ -108,7 +108,12 @@ def decode_image(data: bytes, what: str, max_size: tuple[int, int] | None = None
 def mask_counts_for_image(rles: Any, height: int, width: int, what: str,
                           budget: DecodeBudget | None = None) -> tuple[bytes, ...]:
     """The compressed counts of a file's masks, after checking every RLE against the image (``check_rle``), the
-    number of masks and the budget (1 byte a pixel: what the masks take once drawn); nothing is decoded.
+    number of masks and the budget; nothing is decoded.
+
+    The masks stay compressed (``mask_set.Masks`` holds the counts); drawing a view decodes one mask's box at a time,
+    so a set takes one mask's pixels of the budget (1 byte a pixel), not one per mask: a trace the command line wrote
+    with hundreds of masks on a 16 MP photo reads back. Whole-set decodes (the Correct tab's answer, exports) are
+    bounded by the caller (``trace.load_limits``).
 
     Args:
         rles: list of COCO RLE dicts read from a file.
@@ -130,7 +135,7 @@ def mask_counts_for_image(rles: Any, height: int, width: int, what: str,
     for number, rle in enumerate(rles, start=1):
         check_rle(rle, height, width, f"{what}, mask {number}" if len(rles) > 1 else what)
     if budget is not None:
-        budget.take(len(rles) * height * width, what)
+        budget.take(height * width if rles else 0, what)
     try:
         return validated_counts(rles, height, width)[0]
     except ValueError as error:

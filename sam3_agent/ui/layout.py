@@ -18,14 +18,15 @@ from typing import Any
 
 import gradio as gr
 
-from ..models.zerogpu import POINT_GPU_SECONDS, gpu
+from ..package_files import ASSETS_DIR
 from .correct.layout import CORRECT_CSS, CorrectView, build_correct_tab
 from .inspect.layout import InspectTab, build_inspect_tab
 from .review.layout import REVIEW_CSS, build_review_bar, build_review_tab
 from .run.handlers import Handlers
-from .run.layout import ASSETS, build_run_tab, build_segment_api
+from .run.layout import build_run_tab, build_segment_api
 from .run.runner import AgentFactory
 from .run.slot import RunSlot
+from .session_order import order_by_session
 from .settings import AppSettings
 from .startup import demo_note, first_start_message, needed_models
 
@@ -64,6 +65,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
             build_review_tab(handlers.correct, handlers.root, correct, review_bar, settings.review_root)
         _hand_to_correct(handlers, slot, correct_run, inspected, correct)
         build_segment_api(handlers, settings)
+    order_by_session(demo)  # the Correct and Review events: each session's in order, sessions side by side
     return demo
 
 
@@ -102,8 +104,8 @@ def use_private_cache() -> Path:
 
 def create_demo(settings: AppSettings) -> tuple[gr.Blocks, Handlers]:
     """Load the models (once) and build the page; returns the page and its handlers."""
-    # on ZeroGPU only the point model's call takes a GPU (the Correct session stays in this process)
-    handlers = Handlers(AgentFactory.load(settings), gpu=lambda function: gpu(function, POINT_GPU_SECONDS))
+    # on ZeroGPU every model call is a GPU call of its own (AgentFactory.calls_on_gpu); the runs stay in this process
+    handlers = Handlers(AgentFactory.load(settings))
     return build_demo(handlers, settings), handlers
 
 
@@ -113,7 +115,7 @@ def launch(demo: gr.Blocks, settings: AppSettings, **overrides: Any) -> Any:
         "server_name": settings.host,
         "server_port": settings.port,
         "css": STYLESHEET.read_text(encoding="utf-8") + CORRECT_CSS + REVIEW_CSS,
-        "allowed_paths": [str(ASSETS)],
+        "allowed_paths": [str(ASSETS_DIR)],
         "max_file_size": MAX_UPLOAD,
         "ssr_mode": False,
         "footer_links": ["api"],

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from ..cli.flags import add_decoding_arguments
 from ..errors import InputError
-from ..imaging.postprocess import SCORE_THRESHOLD as DEFAULT_SCORE_THRESHOLD  # the agent's own default
-from ..limits import DEFAULT_MAX_ROUNDS, MAX_ROUNDS_LIMIT
-from ..vlm.openai_server import TIMEOUT_ENVIRONMENT, ServerTimeouts
+from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_SCORE_THRESHOLD, MAX_ROUNDS_LIMIT
+from ..models.zerogpu import on_zero_gpu
+from ..tiny import TINY_VLM_KINDS
+from ..vlm.timeouts import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 if TYPE_CHECKING:  # presets imports torch: loaded only once the flags are parsed, so --help is instant
     from ..presets import BackendSettings
@@ -37,6 +38,14 @@ DEFAULT_CONCURRENCY = 1  # one GPU: one run at a time; others wait in the queue
 # .zip (about 110 MB with 4 masks verified) stays within what the app's own Inspect and Correct tabs read back
 # (safe_read.MAX_ZIP_BYTES); the command line takes up to images.MAX_PIXELS.
 APP_MAX_IMAGE_PIXELS = 8_000_000
+
+# A ZeroGPU Space's defaults (docs/gpu.md "ZeroGPU Spaces"): with these token budgets a main call asks for about 33 s
+# of GPU and a batch of 8 verifications for 46 s (estimates; x1.5 on the half Blackwell slice: 50 and 69 s), so each
+# call of a run can start within the 2 minutes a day ZeroGPU gives a visitor without an account, and 8 rounds bound
+# what a run can use. The photo limit bounds what each call sends to the GPU worker (the photo and the overlay,
+# pickled) and the full-size masks it sends back. Flags and variables still win.
+SPACE_DEFAULTS: dict[str, int] = {"max_rounds": 8, "max_image_pixels": 4_000_000, "max_new_tokens": 512,
+                                  "verify_max_new_tokens": 256}
 
 # flag destination -> environment variable
 ENVIRONMENT: dict[str, str] = {
@@ -116,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sam3-model", help="SAM 3 id or local folder")
     add("--sam3-dtype", choices=["float32", "bfloat16"],
         help="SAM 3's precision (default float32; on a GPU too small for it, bfloat16 is picked)")
-    add("--tiny-vlm", choices=["qwen3_vl", "qwen2_5_vl"], help="tiny VLM architecture (with --preset tiny)")
+    add("--tiny-vlm", choices=TINY_VLM_KINDS, help="tiny VLM architecture (with --preset tiny)")
     add("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     add("--max-rounds", type=int, help=f"default round budget (default {DEFAULT_MAX_ROUNDS})")
     add("--score-threshold", type=float, help=f"default SAM 3 score threshold (default {DEFAULT_SCORE_THRESHOLD})")
@@ -183,7 +192,7 @@ def parse_settings(
     """
     parser = build_parser()
     args = parser.parse_args(argv)  # exits on --help before anything heavy is imported
-    values = _given_values(parser, args, os.environ if environ is None else environ)
+    values = _space_defaults(_given_values(parser, args, os.environ if environ is None else environ))
     settings = _app_settings(values, _backend_settings(values))
     check_settings(settings)
     return settings, bool(args.verbose)
@@ -204,6 +213,17 @@ def _given_values(parser: argparse.ArgumentParser, args: argparse.Namespace,
                 raise InputError(f"environment variable {variable}={raw!r} must be one of {sorted(choices[name])}")
         values[name] = value
     return values
+
+
+def _space_defaults(values: Mapping[str, object]) -> dict[str, object]:
+    """``values`` with ``SPACE_DEFAULTS`` for those not given, on ZeroGPU hardware (the tiny preset keeps its own
+    token budgets)."""
+    given = dict(values)
+    if on_zero_gpu():
+        for name, default in SPACE_DEFAULTS.items():
+            if given[name] is None and not (name.endswith("new_tokens") and given["preset"] == "tiny"):
+                given[name] = default
+    return given
 
 
 def _pick(values: Mapping[str, object], name: str, default: object) -> object:

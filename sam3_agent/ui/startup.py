@@ -12,11 +12,16 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from ..package_files import EXAMPLE_SCRIPT, shown_path
 from .settings import AppSettings
 from .view import sentence
 
 GATED_SAM3 = "facebook/sam3"  # gated on the Hub: its licence must be accepted before it downloads
-OFFLINE_TRY = "python app.py --preset tiny --script assets/example_script.json"
+
+
+def offline_try() -> str:
+    """The command that starts the app offline with the scripted demo (the example script as typed from here)."""
+    return f"python app.py --preset tiny --script {shown_path(EXAMPLE_SCRIPT)}"
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ def first_start_message(models: list[NeededModel], load_error: str) -> str:
         body = escape(sentence(load_error))
     return (
         f'<div class="notice notice-missing"><b>{escape(head)}</b> {body}<br>To try the app now without them: '
-        f"<code>{escape(OFFLINE_TRY)}</code> (tiny random-weight models built offline: the rounds show how the app "
+        f"<code>{escape(offline_try())}</code> (tiny random-weight models built offline: the rounds show how the app "
         "works, not real answers)."
         f'<details><summary>Details</summary><pre>{escape(load_error)}</pre></details></div>'
     )
@@ -85,7 +90,10 @@ def demo_note(settings: AppSettings) -> str | None:
         what = (f"SAM 3 is a tiny model with random weights and the VLM's replies are replayed from "
                 f"<code>{escape(script)}</code>")
     elif backend.preset == "tiny":
-        what = "both models are tiny with random weights, built on this machine"
+        return ('<div class="notice notice-demo"><b>Demo mode:</b> both models are tiny with random weights, built '
+                "on this machine: the VLM writes random text, so a run shows the code paths only and usually spends "
+                "its whole round budget. For the guided demo, replay the example replies: "
+                f"<code>{escape(offline_try())}</code>.</div>")
     elif script:
         what = f"the VLM's replies are replayed from <code>{escape(script)}</code> (SAM 3 is the real model)"
     else:

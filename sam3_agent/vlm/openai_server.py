@@ -11,23 +11,32 @@ Why not the official ``openai`` client: it would carry retries and timeouts, but
 servers give are outside what it handles: it reads a JSON body sent to a streaming request as an empty
 stream, passes older vLLM's ``{"object": "error"}`` chunks on as empty chunks, has no deadline for a
 whole call (its timeouts are per read, as ``requests``' are), and offers no way to unblock a read from
-another thread, which a prompt Stop needs. Handling those means reading the raw bytes anyway, so the
-transport stays on ``requests``/``urllib3`` (already required), with the retry rules of the official
-clients (statuses, backoff, ``Retry-After``) written out in ``server_retry``.
+another thread, which a prompt Stop needs. Handling those means reading the raw bytes anyway.
+
+Why not ``httpx`` (installed with Gradio, and under the ``openai`` client): its line decoder would replace the few
+lines of ``sse_answer.body_lines`` (it splits at CR, LF and CRLF too), but it has the same per-read timeouts and no
+supported way to end a blocked read from another thread, and everything else here (one JSON body, error chunks,
+web pages, size limits, tool-call pieces) would be written again on top of it: more code moved, no guarantee gained.
+
+Why not ``urllib3``'s ``Retry`` for the retries: it retries statuses and honours ``Retry-After``, but it waits with
+``time.sleep`` inside the request (a Stop during a 30-second ``Retry-After`` would wait it out; ours ends at once),
+it knows nothing of the other requests in flight (a 429 must lower those, ``server_gate``), nothing of a finish
+reason that means a fault inside a 200 answer, and its exhausted-retries error would be reworded anyway. So the
+transport stays on ``requests``/``urllib3`` (already required), with the retry rules of the official clients
+(statuses, backoff, ``Retry-After``) written out in ``server_retry`` and the 429 limit in ``server_gate``.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import io
 import logging
-import os
 import queue
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from PIL import Image
@@ -36,80 +45,20 @@ from ..errors import BackendError, InputError
 from ..messages import Generation, ImagePart, Message, chat_messages
 from .base import StreamItem
 from .image_fit import ImageLimits, fit_image
+from .server_answer import AnswerSoFar
+from .server_gate import RequestGate
 from .server_retry import RetryPolicy
-from .server_stream import END, CompletionReader, ServerRequest
-from .sse_answer import Delta
+from .server_stream import ADMITTED, END, QUEUED, CompletionReader, ServerRequest
+from .timeouts import TIMEOUT_ENVIRONMENT, ServerTimeouts
 
 logger = logging.getLogger(__name__)
 
 _STOP_POLL_SECONDS = 0.05  # how often a waiting call checks its stop event and deadline
-_THINK_END = "</think>"
 JPEG_QUALITY = 92  # the user's photo; visually lossless at the pixel budget the model sees
 PHOTO_PART = "raw"  # ImagePart name of the user's photo (agent and verification messages)
 MAX_CHARS_PER_TOKEN = 32  # client-side cap on a reply: max_tokens x this many characters (Qwen averages ~4)
 MAX_BYTES_PER_TOKEN = 2048  # and on the bytes of its event stream (a chunk per token is ~200-400 bytes)
 _ENCODED_CACHE_ENTRIES = 8  # data URLs kept: the photo recurs in every request of a run
-
-# Timeout settings: flag destination -> environment variable (read by the CLI and the app alike).
-TIMEOUT_ENVIRONMENT = {
-    "connect": "SAM3_AGENT_VLM_SERVER_CONNECT_TIMEOUT",
-    "read": "SAM3_AGENT_VLM_SERVER_READ_TIMEOUT",
-    "deadline": "SAM3_AGENT_VLM_SERVER_DEADLINE",
-}
-
-
-@dataclass(frozen=True)
-class ServerTimeouts:
-    """Time limits of one call, in seconds.
-
-    Attributes:
-        connect: to open the connection.
-        read: the longest silence while waiting for the answer to start or between two pieces of it
-            (the first piece may wait for a long prompt to be processed).
-        deadline: the whole call, retries included: a server that drips tokens or keep-alive comments
-            forever is stopped here.
-
-    Raises:
-        InputError: a value that is not positive.
-    """
-
-    connect: float = 10.0
-    read: float = 120.0
-    deadline: float = 600.0
-
-    def __post_init__(self) -> None:
-        for name in ("connect", "read", "deadline"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"the VLM server {name} timeout must be a positive number of seconds, "
-                                 f"got {getattr(self, name)}")
-
-    @staticmethod
-    def resolve(
-        connect: float | None = None,
-        read: float | None = None,
-        deadline: float | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> ServerTimeouts:
-        """The given values, else those of the ``TIMEOUT_ENVIRONMENT`` variables, else the defaults.
-
-        Raises:
-            InputError: a variable that is not a number, or a value that is not positive.
-        """
-        env = os.environ if environ is None else environ
-        given = {"connect": connect, "read": read, "deadline": deadline}
-        values: dict[str, float] = {}
-        for name, value in given.items():
-            raw = env.get(TIMEOUT_ENVIRONMENT[name], "").strip()
-            if value is None and raw:
-                try:
-                    value = float(raw)
-                except ValueError:
-                    raise InputError(f"environment variable {TIMEOUT_ENVIRONMENT[name]}={raw!r} is not a number "
-                                     "of seconds") from None
-            if value is not None:
-                values[name] = float(value)
-        return ServerTimeouts(**values)
-
 
 def image_data_url(image: Image.Image, kind: str = "PNG") -> str:
     """A ``data:image/png;base64,...`` (or ``image/jpeg``) URL holding ``image`` (RGB) encoded as ``kind``."""
@@ -124,52 +73,14 @@ def image_data_url(image: Image.Image, kind: str = "PNG") -> str:
 _NOTHING_YET = object()  # no item from the reader within one poll
 
 
-@dataclass
-class _AnswerSoFar:
-    """What one call has received: its text pieces, finish reason, usage report, whether it reasoned or was stopped."""
-
-    pieces: list[str] = field(default_factory=list)
-    finish: str | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    in_reasoning: bool = False
-    reasoned: bool = False
-    cancelled: bool = False
-
-    def add(self, delta: Delta) -> str:
-        """Record ``delta``; returns its text piece: reasoning, then ``</think>`` where the answer begins, then content."""
-        self.usage = delta.usage or self.usage
-        piece = ""
-        if delta.reasoning:
-            piece, self.in_reasoning, self.reasoned = delta.reasoning, True, True
-        if delta.content:
-            piece += (_THINK_END if self.in_reasoning else "") + delta.content
-            self.in_reasoning = False
-        if piece:
-            self.pieces.append(piece)
-        self.finish = delta.finish_reason or self.finish
-        return piece
-
-    def generation(self, where: str) -> Generation:
-        """The call's ``Generation``.
-
-        Raises:
-            BackendError: the answer ended without a finish reason (the reader always sends one or an error).
-        """
-        prompt_tokens = self.usage.get("prompt_tokens")
-        output_tokens = self.usage.get("completion_tokens")
-        text = "".join(self.pieces)
-        if self.cancelled:
-            return Generation(text, "cancelled", prompt_tokens, output_tokens, self.reasoned)
-        if self.finish is None:  # the reader always ends with a finish reason or an error; guard anyway
-            raise BackendError(f"{where} ended the answer without a finish reason: check the server log")
-        finish = "length" if self.finish == "length" else "stop"
-        return Generation(text, finish, prompt_tokens, output_tokens, self.reasoned)
-
-
 class OpenAIServerVLM:
     """A chat model behind ``POST {base_url}/chat/completions`` with ``"stream": true``.
 
-    Decoding uses temperature 0. Text comes from each chunk's ``delta.content``; a reasoning
+    Sampling: only the fields in ``sampling`` are sent (none by default: the server decodes with its own settings,
+    which for vLLM and SGLang are the model's ``generation_config.json``, what its authors recommend; a Thinking
+    model then samples as Qwen advises instead of decoding greedily). Text comes from each chunk's
+    ``delta.content``, calls a tool parser moved into ``delta.tool_calls`` are written back into it
+    (``server_answer``); a reasoning
     server (vLLM with a reasoning parser) sends the thinking as ``delta.reasoning_content`` (or
     ``delta.reasoning``): that text is streamed too, ``</think>`` is inserted where the answer begins,
     and the ``Generation`` is marked ``starts_in_reasoning`` (the text has the form a Thinking model
@@ -186,10 +97,14 @@ class OpenAIServerVLM:
         min_pixels / max_pixels: pixel bounds every image is scaled into before it is sent (``None``: the
             local path's defaults, ``limits.DEFAULT_MIN_PIXELS`` / ``DEFAULT_MAX_PIXELS``).
         retry: how failed attempts are retried (``server_retry.RetryPolicy``).
+        sampling: decoding fields sent with every request (``temperature``, ``top_p``, ``top_k``, ``seed``), or
+            none (``None``/empty: the server's own).
 
     Attributes:
         image_limits: the limits every image is fitted to.
         sends_stream_options: False once the server refused ``stream_options`` (then never sent again).
+        gate: how many requests are let through at once (lowered after a 429; ``server_gate``), shared with the
+            views ``with_sampling`` makes.
 
     Raises:
         InputError: ``base_url`` without ``http://``/``https://``, ``max_new_tokens`` below 1, or bad
@@ -207,6 +122,7 @@ class OpenAIServerVLM:
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         retry: RetryPolicy | None = None,
+        sampling: Mapping[str, float | int] | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise InputError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -220,9 +136,26 @@ class OpenAIServerVLM:
         self.max_new_tokens = max_new_tokens
         self.image_limits = ImageLimits.with_bounds(min_pixels, max_pixels)
         self.retry = retry or RetryPolicy()
+        self.sampling = dict(sampling or {})
         self.sends_stream_options = True
+        self.gate = RequestGate()
         self._encoded: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._encoded_lock = threading.Lock()
+
+    def with_sampling(self, sampling: Mapping[str, float | int] | None,
+                      max_new_tokens: int | None = None) -> OpenAIServerVLM:
+        """The same server (connection settings, image cache and request gate shared) sending ``sampling``, with
+        ``max_new_tokens`` as its default budget (``None``: this one's).
+
+        Raises:
+            InputError: ``max_new_tokens`` below 1.
+        """
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        view = copy.copy(self)
+        view.sampling = dict(sampling or {})
+        view.max_new_tokens = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        return view
 
     @property
     def url(self) -> str:
@@ -247,8 +180,8 @@ class OpenAIServerVLM:
             "model": self.model,
             "messages": self.to_openai_messages(messages),
             "stream": True,
-            "temperature": 0,
             "max_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
+            **self.sampling,
         }
         if self.sends_stream_options:
             body["stream_options"] = {"include_usage": True}
@@ -277,15 +210,34 @@ class OpenAIServerVLM:
             yield Generation("", "cancelled", None, 0)
             return
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
-        answer = _AnswerSoFar()
-        yield from self._relay(self._request(messages, limit), stop, answer)
+        deadline = [time.monotonic() + self.timeouts.deadline]  # moved on while a request waits for a slot
+        for retry in range(self.retry.retries + 1):
+            answer = AnswerSoFar()
+            yield from self._relay(self._request(messages, limit), stop, answer, deadline)
+            calls = answer.calls_text()
+            if calls:
+                yield calls
+            fault = answer.fault(self.where)
+            if fault is None:
+                break
+            if answer.pieces:  # what was streamed cannot be taken back
+                raise BackendError(fault + " (not asked again: part of the answer had already been shown)")
+            if retry == self.retry.retries:
+                raise BackendError(fault + f" ({retry + 1} attempts)")
+            wait = self.retry.wait(retry, None)
+            logger.info("%s; asking again in %.1f s", fault, wait)
+            if stop.wait(wait):
+                answer = AnswerSoFar(cancelled=True)
+                break
         yield answer.generation(self.where)
 
     # ------------------------------------------------------------------ internals
 
-    def _relay(self, request: ServerRequest, stop: threading.Event, answer: _AnswerSoFar) -> Iterator[str]:
+    def _relay(self, request: ServerRequest, stop: threading.Event, answer: AnswerSoFar,
+               deadline: list[float]) -> Iterator[str]:
         """Run ``request`` in a reader thread and yield its text pieces (recorded in ``answer``) until the answer
         ends or ``stop`` is set; the read is interrupted when it ends early, so the server stops too.
+        ``deadline[0]`` (``time.monotonic`` seconds) does not run while the request waits for a slot.
 
         Raises:
             BackendError: the reader's fault, or the call outlasted its deadline.
@@ -294,11 +246,18 @@ class OpenAIServerVLM:
         halt = threading.Event()
         reader = CompletionReader(request, events, halt)
         thread = threading.Thread(target=reader.run, name=f"sse[{self.model}]", daemon=True)
-        deadline = time.monotonic() + self.timeouts.deadline
+        queued_at: float | None = None
         thread.start()
         try:
             while True:
-                event = self._next_event(events, deadline, answer)
+                event = self._next_event(events, deadline[0] if queued_at is None else float("inf"), answer)
+                if event is QUEUED:
+                    queued_at = time.monotonic()
+                    continue
+                if event is ADMITTED and queued_at is not None:
+                    deadline[0] += time.monotonic() - queued_at
+                    queued_at = None
+                    continue
                 if event is _NOTHING_YET:
                     if stop.is_set():
                         answer.cancelled = True
@@ -319,13 +278,13 @@ class OpenAIServerVLM:
             if thread.is_alive():
                 reader.interrupt()  # stopped early: end the read, so the server stops too
 
-    def _next_event(self, events: queue.Queue[Any], deadline: float, answer: _AnswerSoFar) -> Any:
+    def _next_event(self, events: queue.Queue[Any], deadline: float, answer: AnswerSoFar) -> Any:
         """The reader's next item (a ``Delta``, a ``BackendError`` or ``END``), or ``_NOTHING_YET`` after a short wait.
 
         Raises:
             BackendError: the deadline (``time.monotonic`` seconds) has passed.
         """
-        left = deadline - time.monotonic()
+        left = min(deadline - time.monotonic(), _STOP_POLL_SECONDS)
         if left <= 0:
             raise BackendError(
                 f"{self.where} did not finish its answer within {self.timeouts.deadline:g} s (the deadline "
@@ -333,7 +292,7 @@ class OpenAIServerVLM:
                 f"--vlm-server-deadline or {TIMEOUT_ENVIRONMENT['deadline']}"
             )
         try:
-            return events.get(timeout=min(_STOP_POLL_SECONDS, left))
+            return events.get(timeout=left)
         except queue.Empty:
             return _NOTHING_YET
 
@@ -352,8 +311,15 @@ class OpenAIServerVLM:
             read_timeout=self.timeouts.read, retry=self.retry, max_chars=limit * MAX_CHARS_PER_TOKEN,
             max_bytes=1024**2 + limit * MAX_BYTES_PER_TOKEN, on_stream_options_rejected=stream_options_rejected,
             unreachable_hint=f"is it running? start it with `vllm serve {self.model}` (see the README) and check "
-            "the URL, which usually ends in /v1",
+            "the URL, which usually ends in /v1", web_page_hint=self._web_page_hint(), gate=self.gate,
         )
+
+    def _web_page_hint(self) -> str:
+        """Where the API usually is, said when the URL answered with a web page."""
+        if self.base_url.endswith("/v1"):
+            return ("; the API usually lives at .../v1 on the port the server itself listens on (vLLM: 8000, "
+                    "Ollama: 11434): check --vlm-server")
+        return f"; the API usually lives at .../v1: try --vlm-server {self.base_url}/v1"
 
     def _data_url(self, part: ImagePart) -> str:
         """The data URL of one image: fitted and scaled into the pixel bounds; JPEG for the photo, PNG for the

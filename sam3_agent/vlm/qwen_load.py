@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..errors import BackendError, is_out_of_memory
+from ..errors import BackendError, InputError, is_out_of_memory
 from ..models.loading import load_checked
 
 DEFAULT_VLM_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
@@ -39,6 +39,29 @@ def check_local_folder(model_id: str) -> None:
         raise BackendError(
             f"the model folder {model_id} does not exist: check the path, or pass a Hub id such as "
             + DEFAULT_VLM_MODEL
+        )
+
+
+def check_takes_images(model_id: str) -> None:
+    """Refuse, before anything large is loaded, a model whose architecture takes no images.
+
+    Reads only the model's ``config.json``; when it cannot be read (offline, a typo), nothing is said here and the
+    load reports it.
+
+    Raises:
+        InputError: the configuration is not one ``AutoModelForImageTextToText`` loads (a text-only model...).
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+
+    try:
+        config = AutoConfig.from_pretrained(model_id)
+    except (OSError, ValueError, KeyError):
+        return
+    if type(config) not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
+        raise InputError(
+            f"{model_id} is a {config.model_type!r} model, which cannot take images: the agent needs an "
+            f"image-text-to-text model (e.g. {DEFAULT_VLM_MODEL} or a Qwen3.5 checkpoint); see docs/models.md"
         )
 
 

@@ -33,12 +33,15 @@ class RetryPolicy:
         backoff: seconds before the first retry; doubled for each further one (0.5 s, 1 s, 2 s...).
         max_backoff: the longest backoff wait.
         max_retry_after: the longest wait a server's ``Retry-After`` may ask for (longer asks are capped).
+        rate_limit_retries: further attempts after HTTP 429 (counted apart: a 429 says "later", not "broken", and
+            the requests in flight are lowered meanwhile, ``server_gate``).
     """
 
     retries: int = 2
     backoff: float = 0.5
     max_backoff: float = 8.0
     max_retry_after: float = 30.0
+    rate_limit_retries: int = 10
 
     def wait(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before retry number ``attempt`` (0-based)."""
@@ -72,14 +75,25 @@ def retry_after(response: requests.Response) -> float | None:
     return when.timestamp() - time.time()
 
 
-def http_hint(status: int) -> str:
-    """What to check for an HTTP error ``status`` (with a leading space), or ``""``."""
+_CONTEXT_LENGTH = re.compile(
+    r"context (?:length|window)|max_model_len|maximum (?:model|sequence) length|too many tokens|prompt is too long"
+    r"|(?:input|prompt|sequence)[^.]{0,40}(?:too long|longer than|exceeds)", re.IGNORECASE)
+
+
+def error_hint(status: int | None, text: str, request_bytes: int | None = None) -> str:
+    """What to change for an HTTP error ``status`` (``None``: an error chunk in the stream) whose body is ``text``
+    (with a leading space), or ``""``. ``request_bytes``: the size of the request, named for a 413."""
     if status in (401, 403):
         return " (check the API key: OPENAI_API_KEY)"
     if status == 404:
         return " (check the base URL, usually ending in /v1, and that the server serves this model name)"
     if status == 413:
-        return " (the request is too large: lower --max-pixels)"
+        size = f" of {request_bytes:,} bytes" if request_bytes else ""
+        return (f" (the request{size} is larger than the server or a proxy in front of it accepts: send smaller "
+                "images with --max-pixels, or raise the proxy's body limit, e.g. nginx's client_max_body_size)")
+    if status in (None, 400, 422) and _CONTEXT_LENGTH.search(text):
+        return (" (the request is longer than the model's context on the server: send smaller images with "
+                "--max-pixels, or start the server with a longer context, e.g. vLLM's --max-model-len 32768)")
     return ""
 
 

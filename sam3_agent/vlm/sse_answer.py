@@ -1,11 +1,16 @@
 """Reading a chat-completions answer off the wire: server-sent events, or one JSON body, into ``Delta`` records.
 
 ``AnswerReader.read`` decodes a response body and puts its deltas on a queue: server-sent events per the SSE
-format (multi-line ``data:``, comments, ``event:`` lines), ``[DONE]`` as the end (a finish reason is then not
-required), error chunks in both forms (``{"error": ...}`` and older vLLM's ``{"object": "error", "message":
-...}``), chunks whose ``choices`` / ``delta`` do not have the documented shape, and a server that answers a
-streaming request with one JSON body. Text beyond ``max_chars`` ends the reply as ``"length"``; a body beyond
-``max_bytes`` is a fault (``BackendError``).
+format (multi-line ``data:``, comments, ``event:`` lines, lines ended by CRLF, LF or a bare CR), ``[DONE]`` as the
+end (a finish reason is then not required), error chunks in both forms (``{"error": ...}`` and older vLLM's
+``{"object": "error", "message": ...}``), chunks whose ``choices`` / ``delta`` do not have the documented shape,
+calls a server's tool parser moved into ``delta.tool_calls`` (vLLM ``--enable-auto-tool-choice``, Ollama; the
+arguments arrive in pieces), a server that answers a streaming request with one JSON body, and a web page (HTML)
+where the API was expected. Text beyond ``max_chars`` ends the reply as ``"length"``; a body beyond ``max_bytes``
+is a fault (``BackendError``).
+
+Why hand-written: the SSE parsers on the package index (``sseclient-py``, ``httpx-sse``) read the format but none of
+the rest (one JSON body, error chunks, the size limits, an HTML page), and the line splitting is a few lines here.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import itertools
 import json
 import logging
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -23,22 +29,36 @@ import requests
 import urllib3
 
 from ..errors import BackendError
-from .server_retry import connection_reason, short
+from .server_retry import connection_reason, error_hint, short
 
 logger = logging.getLogger(__name__)
 
 _READ_SIZE = 65536  # most bytes taken from the socket at once
-_SSE_FIELDS = ("data:", ":", "event:", "id:", "retry:")
+_LINE_END = re.compile(rb"\r\n|\r|\n")  # the SSE format's three line endings
+_TITLE = re.compile(r"<title[^>]*>([^<]{1,200})</title>", re.IGNORECASE)
+_HTML_PEEK_CHARS = 16384  # how much of a web page is searched for its title
+
+
+@dataclass(frozen=True)
+class CallPiece:
+    """A piece of a tool call a server's tool parser sent in ``tool_calls``: the call's position, and its name and a
+    piece of its JSON arguments text when they came (the name usually in the first piece, the arguments over many)."""
+
+    index: int
+    name: str = ""
+    arguments: str = ""
 
 
 @dataclass(frozen=True)
 class Delta:
-    """One piece of an answer: text, reasoning text, the finish reason when it came, usage when sent."""
+    """One piece of an answer: text, reasoning text, tool-call pieces, the finish reason when it came, usage when
+    sent."""
 
     content: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    calls: tuple[CallPiece, ...] = ()
 
 
 class AnswerReader:
@@ -55,7 +75,7 @@ class AnswerReader:
 
     def __init__(
         self, events: queue.Queue[Any], halt: threading.Event, *, where: str, read_timeout: float, max_chars: int,
-        max_bytes: int,
+        max_bytes: int, web_page_hint: str = "",
     ) -> None:
         self.events = events
         self.halt = halt
@@ -63,20 +83,24 @@ class AnswerReader:
         self.read_timeout = read_timeout
         self.max_chars = max_chars
         self.max_bytes = max_bytes
-        self._chars = 0  # characters of content and reasoning put on the queue
+        self.web_page_hint = web_page_hint
+        self._chars = 0  # characters of content, reasoning and call arguments put on the queue
 
     def read(self, response: requests.Response) -> None:
         """Decode the body (an event stream, or one JSON completion) into deltas on the queue.
 
         Raises:
-            BackendError: a body that is neither an event stream nor JSON, a malformed or error chunk, a stream
-                closed without an end, more than ``max_bytes``, a read timeout or a broken connection.
+            BackendError: a body that is neither an event stream nor JSON (a web page among them), a malformed or
+                error chunk, a stream closed without an end, more than ``max_bytes``, a read timeout or a broken
+                connection.
         """
         lines = body_lines(response, self.max_bytes, self.where, self.read_timeout)
         first = ""
         for first in lines:
             if first.strip():
                 break
+        if first.lstrip().startswith("<") or "text/html" in response.headers.get("Content-Type", "").lower():
+            raise BackendError(self._web_page(first, lines))
         if first.lstrip().startswith("{"):  # one JSON completion, although a stream was asked for
             text = "\n".join([first, *lines])
             try:
@@ -88,6 +112,18 @@ class AnswerReader:
             self._put_limited(delta if delta.finish_reason else replace(delta, finish_reason="stop"))  # it is whole
             return
         self._read_events(itertools.chain([first], lines, [""]))  # the blank line ends a last unterminated event
+
+    def _web_page(self, first: str, lines: Iterator[str]) -> str:
+        """What to say about a web page sent where the API's answer was expected (its title, when it has one)."""
+        page = first
+        for line in lines:
+            page += "\n" + line
+            if len(page) > _HTML_PEEK_CHARS:
+                break
+        title = _TITLE.search(page)
+        named = f" titled {' '.join(title.group(1).split())!r}" if title else ""
+        return (f"{self.where} answered with a web page{named} (HTML), not the chat-completions API: the URL "
+                "probably points at a web UI or a proxy's login page" + self.web_page_hint)
 
     def _read_events(self, lines: Iterator[str]) -> None:
         data: list[str] = []
@@ -116,9 +152,10 @@ class AnswerReader:
             )
 
     def _put_limited(self, delta: Delta) -> bool:
-        """Put ``delta`` on the queue, cut to the characters left; False once the limit is reached."""
+        """Put ``delta`` on the queue, cut to the characters left (call pieces beyond the limit dropped); False once
+        the limit is reached."""
         left = self.max_chars - self._chars
-        size = len(delta.content) + len(delta.reasoning)
+        size = len(delta.content) + len(delta.reasoning) + sum(len(c.arguments) for c in delta.calls)
         if size <= left:
             self._chars += size
             self.events.put(delta)
@@ -151,15 +188,16 @@ def completion_delta(chunk: Any, where: str, key: str = "message") -> Delta:
     if chunk.get("error"):
         error = chunk["error"]
         message = error.get("message", error) if isinstance(error, dict) else error
-        raise BackendError(f"{where} reported an error: {short(message)}")
+        raise BackendError(f"{where} reported an error: {short(message)}{error_hint(None, short(message))}")
     if chunk.get("object") == "error":  # older vLLM: the error fields at the top level
-        raise BackendError(f"{where} reported an error: {short(chunk.get('message', chunk))}")
+        message = short(chunk.get("message", chunk))
+        raise BackendError(f"{where} reported an error: {message}{error_hint(None, message)}")
     choices = chunk.get("choices")
     choices = [] if choices is None else choices
     usage = chunk.get("usage")
     if not isinstance(choices, list) or (usage is not None and not isinstance(usage, dict)):
         raise BackendError(f"{where} sent a malformed chunk (choices must be a list, usage an object): {short(chunk)}")
-    content, reasoning, finish = [], [], None
+    content, reasoning, calls, finish = [], [], [], None
     for choice in choices:
         if not isinstance(choice, dict):
             raise BackendError(f"{where} sent a malformed chunk (a choice is not an object): {short(chunk)}")
@@ -177,15 +215,47 @@ def completion_delta(chunk: Any, where: str, key: str = "message") -> Delta:
             target.append(value)
             if field_name == "reasoning_content" and value:
                 break  # servers that send both names send the same text twice
+        calls.extend(call_pieces(part.get("tool_calls"), where, key))
         reason = choice.get("finish_reason")
         if reason is not None and not isinstance(reason, str):
             raise BackendError(f"{where} sent a malformed chunk (finish_reason is not text): {short(chunk)}")
         finish = reason or finish
-    return Delta("".join(content), "".join(reasoning), finish, usage or None)
+    return Delta("".join(content), "".join(reasoning), finish, usage or None, tuple(calls))
+
+
+def call_pieces(tool_calls: Any, where: str, key: str = "delta") -> list[CallPiece]:
+    """The ``CallPiece`` s of a ``tool_calls`` list (``None``: none). A streamed piece names its call by ``index``;
+    a whole message's calls have none and are numbered in order.
+
+    Raises:
+        BackendError: ``tool_calls`` that is not a list of objects with a ``function`` object of text fields.
+    """
+    if tool_calls is None:
+        return []
+    malformed = f"{where} sent a malformed chunk ({key}.tool_calls must be a list of calls with a function " \
+                f"object whose name and arguments are text): {short(tool_calls)}"
+    if not isinstance(tool_calls, list):
+        raise BackendError(malformed)
+    pieces = []
+    for position, call in enumerate(tool_calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        index = call.get("index", position) if isinstance(call, dict) else None
+        if function is None and isinstance(call, dict):
+            function = {}
+        if not isinstance(function, dict) or not isinstance(index, int):
+            raise BackendError(malformed)
+        name, arguments = function.get("name") or "", function.get("arguments") or ""
+        if isinstance(arguments, dict):  # Ollama's native form sends the arguments as an object
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            raise BackendError(malformed)
+        pieces.append(CallPiece(index, name, arguments))
+    return pieces
 
 
 def body_lines(response: requests.Response, max_bytes: int, where: str, read_timeout: float) -> Iterator[str]:
-    """The lines of a body as soon as each is complete (``\\r\\n`` or ``\\n`` endings), content encodings undone.
+    """The lines of a body as soon as each is complete (``\\r\\n``, ``\\n`` or a bare ``\\r`` ending, as the SSE format
+    allows), content encodings undone.
 
     ``iter_lines`` waits for 512-byte blocks on close-delimited bodies; ``read1`` returns what has arrived.
 
@@ -195,6 +265,7 @@ def body_lines(response: requests.Response, max_bytes: int, where: str, read_tim
     raw = response.raw
     buffer = b""
     total = 0
+    after_cr = False  # the last read ended with a CR
     while True:
         try:
             data = raw.read1(_READ_SIZE, decode_content=True)
@@ -211,9 +282,10 @@ def body_lines(response: requests.Response, max_bytes: int, where: str, read_tim
         if total > max_bytes:
             raise BackendError(f"{where} sent more than {max_bytes:,} bytes for one answer; the call was stopped "
                                "(a server that ignores max_tokens or never ends its stream)")
-        buffer += data
-        *complete, buffer = buffer.split(b"\n")
+        buffer += data[1:] if after_cr and data.startswith(b"\n") else data  # the LF of a CRLF split by the read
+        after_cr = buffer.endswith(b"\r")
+        *complete, buffer = _LINE_END.split(buffer)
         for line in complete:
-            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+            yield line.decode("utf-8", errors="replace")
     if buffer:
-        yield buffer.rstrip(b"\r").decode("utf-8", errors="replace")
+        yield buffer.decode("utf-8", errors="replace")

@@ -33,7 +33,14 @@ from ..errors import BackendError, InputError
 from ..messages import Generation, Message
 from .base import StreamItem
 from .image_fit import ImageLimits, checked_image_size, fit_messages
-from .qwen_load import check_local_folder, device_and_dtype, generation_error_message, load_processor, load_qwen_model
+from .qwen_load import (
+    check_local_folder,
+    check_takes_images,
+    device_and_dtype,
+    generation_error_message,
+    load_processor,
+    load_qwen_model,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -145,12 +152,14 @@ class TransformersQwenVLM:
         Raises:
             BackendError: the folder does not exist or holds no model, the repository cannot be
                 found or downloaded (gated, offline, no network), or the model does not fit.
-            InputError: ``min_pixels`` > ``max_pixels``, or a bound below 1 (a ``ValueError``).
+            InputError: ``min_pixels`` > ``max_pixels``, or a bound below 1 (a ``ValueError``); a model that cannot
+                take images (``qwen_load.check_takes_images``).
         """
         for label, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
             if value is not None and value < 1:
                 raise InputError(f"{label} must be a positive pixel count, got {value}")
         check_local_folder(model_id)
+        check_takes_images(model_id)
         device, dtype = device_and_dtype(device)
         started = time.perf_counter()
         processor = load_processor(model_id, device)
@@ -205,6 +214,10 @@ class TransformersQwenVLM:
         view = copy.copy(self)
         view.decoding = decoding
         return view
+
+    def decoding_paths(self) -> dict[str, Any]:
+        """Which decoding path the engine chose for this model and why (``engine.cache_support``), for a trace."""
+        return self._engine.paths()
 
     def decoding_record(self) -> dict[str, Any]:
         """This object's decoding settings as plain JSON values (for a trace)."""

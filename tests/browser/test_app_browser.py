@@ -26,7 +26,7 @@ from playwright.sync_api import Page, expect
 
 from sam3_agent.trace.io import load_trace
 
-PHOTO = ROOT / "assets" / "coffee.jpg"
+PHOTO = ROOT / "sam3_agent" / "assets" / "coffee.jpg"
 PIECE_DELAY = "0.05"  # the script's first reply (349 words) streams for about 17 s: Stop lands mid-stream even when
 # a busy machine delays the click by seconds
 

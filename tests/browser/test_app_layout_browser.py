@@ -25,7 +25,7 @@ from playwright.sync_api import Page, expect
 
 from sam3_agent.trace.io import load_trace
 
-PHOTO = ROOT / "assets" / "coffee.jpg"
+PHOTO = ROOT / "sam3_agent" / "assets" / "coffee.jpg"
 # the script's first reply (349 words) streams for about 17 s: time to press Run or Stop again, and to queue a second
 # run from another tab, even on a busy machine
 PIECE_DELAY = "0.05"
@@ -168,7 +168,7 @@ def test_a_first_start_without_models_says_once_what_is_missing_and_keeps_run_of
         expect(notice.locator("li").first).to_contain_text("SAM 3: facebook/sam3 (not downloaded yet). It is gated")
         expect(notice.locator("li").nth(1)).to_contain_text("VLM: Qwen/Qwen3-VL-8B-Instruct (not downloaded yet).")
         expect(notice).to_contain_text("hf auth login")
-        expect(notice).to_contain_text("python app.py --preset tiny --script assets/example_script.json")
+        expect(notice).to_contain_text("python app.py --preset tiny --script sam3_agent/assets/example_script.json")
         expect(page.locator("#run-btn")).to_be_disabled()
         expect(page.locator("#status")).to_have_text("Run is off until the models load.")
         assert page.get_by_text("not on this machine").count() == 1  # one message, not three

@@ -29,7 +29,7 @@ from sam3_agent.correct.export import load_bundle
 from sam3_agent.edit_ops import BrushStroke, ClickMask
 from sam3_agent.ui.correct.layout import DEFAULT_BRUSH_PX
 
-PHOTO = ROOT / "assets" / "coffee.jpg"  # 600 x 400
+PHOTO = ROOT / "sam3_agent" / "assets" / "coffee.jpg"  # 600 x 400
 CLICK = (300, 120)  # image pixels of the point click
 NEGATIVE = (550, 350)  # image pixels of a later point OFF the object
 STROKE_Y, STROKE_X0, STROKE_X1 = 300, 150, 450  # image pixels of the brush stroke (a horizontal line)

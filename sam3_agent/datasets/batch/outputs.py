@@ -12,8 +12,10 @@
 segmentation (RLE, counts as str), bbox (xywh, pixels), area, iscrowd 0, score}]. It loads with
 ``pycocotools.coco.COCO``.
 
-``summary.json``: item counts by status, rounds (total, mean, max, histogram), mistakes by kind, time, and the
-items that did not finish with an answer (id, status, reason).
+``summary.json``: item counts by status, rounds (total, mean, max, histogram), mistakes by kind, time, the
+items that did not finish with an answer (id, status, reason), and with a VLM server ``server``: how often it
+answered 429 (too many requests) in this invocation and the fewest requests then let through at once (a note says
+so too).
 """
 
 from __future__ import annotations
@@ -147,16 +149,30 @@ def batch_summary(items: Sequence[BatchItem], records: Mapping[str, ItemRecord])
     }
 
 
+def server_note(server: Mapping[str, Any]) -> str | None:
+    """The summary's sentence about a server that answered 429 (``None`` when it never did)."""
+    if not server.get("rate_limited"):
+        return None
+    return (f"The VLM server answered 429 (too many requests) {server['rate_limited']} time(s): requests were held "
+            f"back, at most {server['lowest_concurrency']} at once at the lowest, and retried; start the server with "
+            "more concurrent requests (or lower --concurrency) to go faster.")
+
+
 def write_dataset_files(
-    layout: BatchLayout, items: Sequence[BatchItem], records: Mapping[str, ItemRecord]
+    layout: BatchLayout, items: Sequence[BatchItem], records: Mapping[str, ItemRecord],
+    server: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``coco.json``, ``summary.json`` and ``manifest.json`` (each atomically, manifest last); returns the
-    summary.
+    summary. ``server``: what the VLM server's request gate saw (``server_gate.GateReport.as_record``), if any.
 
     Raises:
         OSError: the output folder cannot be written.
     """
     summary = batch_summary(items, records)
+    if server is not None:
+        summary["server"] = dict(server)
+        note = server_note(server)
+        summary["notes"] += [note] if note else []
     write_json_atomic(layout.out / COCO_FILE, coco_dataset(items, records), indent=None)
     write_json_atomic(layout.out / SUMMARY_FILE, summary)
     write_json_atomic(layout.out / MANIFEST_FILE, manifest(layout, items, records))

@@ -11,7 +11,9 @@ flight, which end within moments and are written as ``cancelled``; nothing finis
 the items in flight (no record was written for them; a rerun runs them).
 
 An item that fails (unreadable image, model fault, a bug in one run) is recorded with its reason and the batch goes
-on; only an output folder that cannot be written stops it.
+on; only an output folder that cannot be written stops it. A VLM server that allows fewer requests at once than
+``concurrency`` answers 429: its client holds requests back and retries (``vlm.server_gate``), so items wait rather
+than fail, and the summary says how often it happened.
 """
 
 from __future__ import annotations
@@ -105,15 +107,16 @@ class BatchProgress:
         self._bar.set_postfix_str(", ".join(f"{k} {v}" for k, v in sorted(self._statuses.items())), refresh=False)
         self._bar.update(1)
 
-    def close(self, stopped: bool) -> BatchResult:
-        """Close the bar and write the dataset-level files; returns the invocation's result.
+    def close(self, stopped: bool, server: dict[str, Any] | None = None) -> BatchResult:
+        """Close the bar and write the dataset-level files (``server``: what the VLM server's gate saw); returns
+        the invocation's result.
 
         Raises:
             OSError: the output folder cannot be written.
         """
         seconds = time.perf_counter() - self._started
         self._bar.close()
-        summary = write_dataset_files(self.layout, self.items, self.records)
+        summary = write_dataset_files(self.layout, self.items, self.records, server)
         return BatchResult(dict(self.records), self.ran, self.skipped, stopped, seconds, summary)
 
 
@@ -286,6 +289,8 @@ def run_batch(
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, got {concurrency}")
     book = BatchProgress(layout, items, progress)
+    gate = server_gate_of(agents)
+    refused_before = gate.report().rate_limited if gate is not None else 0
     stopped = False
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch-item") as pool:
         in_flight = _InFlight(pool, book, agents, concurrency, max_image_pixels)
@@ -297,4 +302,14 @@ def run_batch(
         except BaseException:
             in_flight.abandon()
             raise
-    return book.close(stopped)
+    if gate is None:
+        return book.close(stopped)
+    report = gate.report()
+    return book.close(stopped, {"rate_limited": report.rate_limited - refused_before,
+                                "lowest_concurrency": report.lowest_limit})
+
+
+def server_gate_of(agents: AgentSource) -> Any:
+    """The request gate of the VLM server behind ``agents`` (``vlm.server_gate.RequestGate``), or ``None``."""
+    backends = getattr(agents, "backends", None)
+    return getattr(getattr(backends, "vlm", None), "gate", None)

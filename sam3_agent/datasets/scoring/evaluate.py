@@ -11,7 +11,7 @@ the answer's (upright) frame, each format's frame followed and a frame the sizes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class Evaluation:
         metrics: over ``scores`` (``metrics.summarize``).
         breakdowns: ``{breakdown: {group: Metrics}}`` (``metrics.breakdowns``).
         notes: what the models were when that makes the numbers meaningless (``outputs.model_notes``).
+        models: the VLMs that answered, as the records name them (sorted; for the published numbers' rows).
     """
 
     scores: list[SampleScore]
@@ -50,6 +51,7 @@ class Evaluation:
     metrics: Metrics
     breakdowns: dict[str, dict[str, Metrics]]
     notes: list[str]
+    models: list[str] = field(default_factory=list)
 
 
 def prediction_mask(record: ItemRecord, height: int, width: int) -> np.ndarray:
@@ -93,4 +95,5 @@ def evaluate(samples: Sequence[EvalSample], layout: BatchLayout) -> Evaluation:
             records.append(record)
         result = score_sample(sample, record)
         (scores if isinstance(result, SampleScore) else unscored).append(result)
-    return Evaluation(scores, unscored, summarize(scores), breakdowns(scores), model_notes(records))
+    models = sorted({r.models["vlm"] for r in records if r.models.get("vlm")})
+    return Evaluation(scores, unscored, summarize(scores), breakdowns(scores), model_notes(records), models)

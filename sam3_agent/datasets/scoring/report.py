@@ -2,9 +2,11 @@
 
 Written into one folder (``OUT/eval`` by the CLI), every file atomically::
 
-    report.html          metrics, precision at IoU thresholds, breakdowns, plots, worst cases, unscored samples,
+    report.html          the protocol, split and sample counts beside the published numbers (``protocols``),
+                         metrics, precision at IoU thresholds, breakdowns, plots, worst cases, unscored samples,
                          frame notes (``frames``: photos with an EXIF orientation)
-    metrics.json         the same numbers (``Metrics.to_json``) for scripts, the unscored samples, the frame notes
+    metrics.json         the same numbers (``Metrics.to_json``, ``ProtocolRun.to_json``) for scripts, the unscored
+                         samples, the frame notes
     samples.csv          one row per scored sample: IoU, I, U, pixels, status, rounds, mistakes, attributes, note
     plots/iou_histogram.png, plots/iou_vs_rounds.png      (matplotlib, Agg backend)
     worst/NNN.png        overlays of the worst samples: target only green, prediction only red, both yellow,
@@ -34,6 +36,7 @@ from ..formats.ground_truth import EvalSample
 from .evaluate import Evaluation, prediction_mask
 from .frames import upright_truth
 from .metrics import Metrics, SampleScore
+from .protocols import ProtocolRun
 
 OVERLAY_LONG_SIDE = 480  # px: worst-case overlays are shown scaled down to this
 TARGET_ONLY, PREDICTED_ONLY, BOTH, IGNORED = (40, 200, 60), (230, 40, 40), (250, 210, 30), (128, 128, 128)
@@ -147,11 +150,12 @@ def _table(groups: dict[str, Metrics]) -> str:
     return f"<table>{head}\n{_metrics_rows(groups)}</table>"
 
 
-def _metrics_document(evaluation: Evaluation, title: str) -> dict:
-    """What ``metrics.json`` holds: the metrics, every breakdown, the unscored samples and the notes."""
+def _metrics_document(evaluation: Evaluation, title: str, protocol: ProtocolRun | None) -> dict:
+    """What ``metrics.json`` holds: the protocol, the metrics, every breakdown, the unscored samples and the notes."""
     return {
         "title": title,
         "notes": evaluation.notes,
+        "protocol": None if protocol is None else protocol.to_json(evaluation.metrics),
         "metrics": evaluation.metrics.to_json(),
         "breakdowns": {name: {g: m.to_json() for g, m in groups.items()}
                        for name, groups in evaluation.breakdowns.items()},
@@ -190,8 +194,11 @@ def _worst_figures(scores: Sequence[SampleScore], samples: Sequence[EvalSample],
             for number, score in enumerate(sorted(scores, key=lambda s: (s.iou, s.id))[:worst], start=1)]
 
 
-def _page(evaluation: Evaluation, title: str, plots: Sequence[str], figures: Sequence[str]) -> str:
-    """``report.html``: notes, metrics, breakdowns, plots, worst cases and the unscored samples."""
+def _page(evaluation: Evaluation, title: str, plots: Sequence[str], figures: Sequence[str],
+          protocol: ProtocolRun | None) -> str:
+    """``report.html``: notes, protocol, metrics, breakdowns, plots, worst cases and the unscored samples."""
+    protocol_html = "" if protocol is None else (
+        "<h2>Protocol</h2><pre>" + html.escape("\n".join(protocol.lines(evaluation.metrics))) + "</pre>")
     notes_html = "".join(f'<p class="note">{html.escape(note)}</p>' for note in evaluation.notes)
     unscored_html = "".join(f"<li>{html.escape(u.id)}: {html.escape(u.reason)}</li>" for u in evaluation.unscored)
     frame_html = "".join(f"<li>{html.escape(s.id)}: {html.escape(s.note)}</li>" for s in evaluation.scores if s.note)
@@ -210,6 +217,7 @@ figure img {{ max-width: 100%; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 {notes_html}
+{protocol_html}
 <h2>Metrics</h2>
 <pre>{html.escape(format_metrics(evaluation.metrics))}</pre>
 {_table({"all": evaluation.metrics})}
@@ -240,6 +248,7 @@ def write_report(
     *,
     title: str = "SAM3 Agent evaluation",
     worst: int = 8,
+    protocol: ProtocolRun | None = None,
 ) -> Path:
     """Write the report files (see the module docstring) into ``folder``; returns the path of ``report.html``.
 
@@ -250,6 +259,7 @@ def write_report(
         folder: where to write (created).
         title: the page title (e.g. the dataset's name and format).
         worst: how many of the lowest-IoU samples to show with overlays.
+        protocol: how the samples were chosen, the split and the published numbers (``protocols``).
 
     Raises:
         OSError: the folder cannot be written.
@@ -259,8 +269,8 @@ def write_report(
     for own in (folder, folder / "plots", folder / "worst"):  # folders only the report writes
         remove_leftovers(own)
     scores = evaluation.scores
-    write_json_atomic(folder / "metrics.json", _metrics_document(evaluation, title))
+    write_json_atomic(folder / "metrics.json", _metrics_document(evaluation, title, protocol))
     write_text_atomic(folder / "samples.csv", _csv(scores))
     plots = _plots(scores, folder / "plots") if scores else []
     figures = _worst_figures(scores, samples, layout, folder, worst)
-    return write_text_atomic(folder / "report.html", _page(evaluation, title, plots, figures))
+    return write_text_atomic(folder / "report.html", _page(evaluation, title, plots, figures, protocol))

@@ -211,7 +211,7 @@ def brush(session: CorrectSession, points: Any, radius: Any, erase: bool) -> Cor
     if not points:
         raise InputError("nothing was painted: drag over the image with the brush first")
     view = session.geometry
-    # Anyone who reaches the page can send a stroke over HTTP: its cost (a pass over the brush's box per point)
+    # Anyone who reaches the page can send a stroke over HTTP: its cost (a span per segment and row it reaches)
     # is bounded before anything is drawn.
     if not isinstance(points, (list, tuple)) or len(points) > MAX_STROKE_POINTS:
         raise InputError(f"a brush stroke is a list of at most {MAX_STROKE_POINTS:,} points: paint in shorter strokes")

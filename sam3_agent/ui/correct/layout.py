@@ -19,6 +19,7 @@ import gradio as gr
 
 from ...imaging.draw import FILL_ALPHA
 from ..html import LIVE_STATUS_JS, render_status
+from ..session_order import EDIT_CONCURRENCY, EDIT_QUEUE
 from ..view import StatusLine
 from .handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs
 from .tools import TOOL_SELECT, TOOLS
@@ -180,10 +181,11 @@ def _controls_column() -> _Controls:
 def _wire_correct_tab(handlers: CorrectHandlers, session: gr.State, status: gr.HTML, canvas: _Canvas,
                       controls: _Controls, outputs: list[Any]) -> None:
     """Every event of the tab: each reads the session and returns ``outputs`` (exports: the status and the file)."""
-    # Every Correct-tab event reads and replaces the session's whole edit state: two in flight at once (a quick
-    # select then delete) would each start from the same state and the later one would undo the other. One
-    # shared queue runs them one at a time, in order; each takes milliseconds (a point click, one model call).
-    serial = {"concurrency_id": "correct-edits", "concurrency_limit": 1}
+    # Every Correct-tab event reads and replaces the session's whole edit state: two of one session in flight at
+    # once (a quick select then delete) would each start from the same state and the later one would undo the
+    # other. They share one queue with a few slots, and each waits for its own session's earlier events
+    # (ui.session_order, applied by ui.layout): other sessions' imports and edits are not queued behind one.
+    serial = {"concurrency_id": EDIT_QUEUE, "concurrency_limit": EDIT_CONCURRENCY}
     quiet = {"api_visibility": "private", "show_progress": "hidden", **serial}
     # The edits canvas.js queues: it sends one at a time and the next when this `.then` says the answer came;
     # "multiple" keeps any input that still arrives while one is pending (Gradio's default would drop it).

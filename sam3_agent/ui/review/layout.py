@@ -19,6 +19,7 @@ from ...datasets.review.sources import find_batches
 from ..correct.handlers import CorrectHandlers
 from ..correct.layout import CorrectView
 from ..html import LIVE_STATUS_JS, render_status
+from ..session_order import EDIT_CONCURRENCY, EDIT_QUEUE
 from ..view import StatusLine
 from .handlers import EMPTY, ReviewHandlers
 
@@ -100,9 +101,10 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
                 table = gr.HTML(elem_id="review-table")
 
     outputs = [slot, bar.group, bar.position, status, table, download, *correct_view.outputs]
-    # one queue with the Correct tab's edits: a save never runs while an edit of the same session is in flight
-    quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_id": "correct-edits",
-             "concurrency_limit": 1}
+    # the Correct tab's queue, in session order (ui.session_order): a save never runs while an edit of the same
+    # session is in flight, and other sessions' are not held behind it
+    quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_id": EDIT_QUEUE,
+             "concurrency_limit": EDIT_CONCURRENCY}
     session = correct_view.session
 
     def flat(result: Any) -> tuple[Any, ...]:

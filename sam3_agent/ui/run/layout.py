@@ -16,20 +16,20 @@ from typing import Any
 import gradio as gr
 
 from ...limits import MAX_ROUNDS_LIMIT
-from ...models.zerogpu import gpu, run_duration
+from ...models.zerogpu import on_zero_gpu
+from ...package_files import EXAMPLES_FILE
 from ..html import LIVE_STATUS_JS, ImageUrls, render_context, render_status
 from ..round_clicks import ROUND_CLICKS
 from ..settings import AppSettings
 from ..view import StatusLine
 from .handlers import Handlers
+from .inline_image import send_inline
 from .runner import ModelInfo
-from .start import photo_limit
+from .start import photo_limit, space_note
 from .uploads import image_upload
 
 logger = logging.getLogger(__name__)
 
-ASSETS = Path(__file__).resolve().parents[3] / "assets"
-EXAMPLES_FILE = ASSETS / "examples.json"
 AGENT_QUEUE = "agent"  # runs and API calls share one queue: the models serve one request at a time
 # After Run: when the status and answer column is out of sight (a phone stacks it below the inputs), bring it
 # into view, so what happens after Run is seen without scrolling.
@@ -54,11 +54,6 @@ def load_examples(path: Path = EXAMPLES_FILE) -> list[list[str]]:
     except (OSError, ValueError, KeyError, TypeError) as error:
         logger.warning("no examples: %s is unreadable (%s)", path, error)
         return []
-
-
-def run_gpu_seconds(image: Any, query: Any, max_rounds: Any, *rest: Any, **options: Any) -> int:
-    """ZeroGPU duration of ``Handlers.run`` (called with its arguments): ``zerogpu.run_duration`` of its budget."""
-    return run_duration(max_rounds)
 
 
 @dataclass(frozen=True)
@@ -119,6 +114,8 @@ def _inputs_column(settings: AppSettings, info: ModelInfo, ready: bool) -> RunIn
         with gr.Row():
             run_button = gr.Button("Run", variant="primary", elem_id="run-btn", interactive=ready)
             stop_button = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+        if on_zero_gpu():
+            gr.Markdown(space_note(settings.max_rounds, settings.max_image_pixels), elem_id="space-gpu-note")
         examples = load_examples()
         if examples:
             gr.Examples(examples, inputs=[image, query], label="Examples", examples_per_page=8,
@@ -143,8 +140,8 @@ def _answer_columns(ready: bool) -> RunPanel:
         idle = "Add an image and a query, then press Run." if ready else "Run is off until the models load."
         status = gr.HTML(render_status(StatusLine("idle", idle)), elem_id="status", js_on_load=LIVE_STATUS_JS)
         with gr.Group(visible=False, elem_id="answer") as answer:
-            final_image = gr.Image(label="Final masks", format="png", interactive=False,
-                                   elem_id="final-overlay", height=300)
+            final_image = send_inline(gr.Image(label="Final masks", format="png", interactive=False,
+                                               elem_id="final-overlay", height=300))
             final_masks = gr.HTML(elem_id="final-masks")
             downloads = gr.File(label="Downloads: final masks (COCO JSON) and trace (.zip)",
                                 file_count="multiple", interactive=False, elem_id="downloads")
@@ -170,7 +167,7 @@ def _wire_run_tab(handlers: Handlers, settings: AppSettings, slot: gr.State, tic
     queued = inputs.run_button.click(handlers.queued, inputs=[slot], outputs=[status, ticket], queue=False,
                                      show_progress="hidden", api_visibility="private")
     run_event = queued.then(
-        gpu(handlers.run, run_gpu_seconds),
+        handlers.run,
         inputs=[inputs.image, inputs.query, inputs.max_rounds, inputs.threshold, slot, ticket],
         outputs=panel.outputs,
         concurrency_id=AGENT_QUEUE, concurrency_limit=settings.concurrency, show_progress="hidden",
@@ -199,6 +196,5 @@ def build_segment_api(handlers: Handlers, settings: AppSettings) -> None:
         masks = gr.File(label="final_masks")
         trace = gr.File(label="trace")
         trigger = gr.Button("segment")
-    seconds = run_duration(settings.max_rounds)
-    trigger.click(gpu(handlers.segment, seconds), inputs=[image, query], outputs=[masks, trace], api_name="segment",
+    trigger.click(handlers.segment, inputs=[image, query], outputs=[masks, trace], api_name="segment",
                   concurrency_id=AGENT_QUEUE, concurrency_limit=settings.concurrency)

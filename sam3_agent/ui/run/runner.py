@@ -10,6 +10,7 @@ handlers and by tests.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -24,10 +25,12 @@ from PIL import Image
 from ...agent.config import AgentConfig
 from ...agent.loop import Agent
 from ...agent.prompts import Prompts, load_prompts
-from ...agent.verify import DEFAULT_VERIFY_BATCH_SIZE
 from ...errors import BackendError, InputError, what_went_wrong
 from ...imaging.overlay import render_overlay_scaled
+from ...limits import DEFAULT_VERIFY_BATCH_SIZE
 from ...mask_set import to_coco_results
+from ...models.gpu_calls import GpuPointSegmenter, GpuSegmenter, GpuVLM
+from ...models.zerogpu import on_zero_gpu
 from ...presets import Backends, build_backends, build_point_segmenter, cache_system_prompts, share_sam3_backbone
 from ...sam.tracker import PointSegmenter
 from ...shared import SharedObject
@@ -107,7 +110,10 @@ class AgentFactory(SharedObject):
         except BackendError as error:
             logger.error("models could not be loaded: %s", error)
             point_segmenter, point_error = load_point_segmenter(settings, settings.backend.sam3_dtype)
-            return cls(settings, None, script, str(error), point_segmenter, point_error)
+            failed = cls(settings, None, script, str(error), point_segmenter, point_error)
+            if on_zero_gpu():
+                failed.calls_on_gpu()
+            return failed
         factory = cls(settings, backends, script)
         info = factory.model_info()
         logger.info("SAM 3 (%s) and the VLM (%s) ready in %.1f s", info.sam3, info.vlm, time.perf_counter() - step)
@@ -118,8 +124,30 @@ class AgentFactory(SharedObject):
         if factory.point_segmenter is not None:
             logger.info("point-prompt model ready in %.1f s", time.perf_counter() - step)
         share_sam3_backbone(factory.point_segmenter, backends.segmenter)
+        if on_zero_gpu():
+            factory.calls_on_gpu()
         logger.info("all models loaded in %.1f s", time.perf_counter() - started)
         return factory
+
+    def calls_on_gpu(self) -> None:
+        """On ZeroGPU: every model call of the loaded backends becomes one GPU call of its own, sized from its work
+        (``models.gpu_calls``); a scripted VLM or a server needs no GPU and is left as it is. Call once, at start."""
+        backends = self.backends
+        if backends is not None:
+            local_vlm = not (self.settings.backend.script or backends.settings.get("vlm_server"))
+            main_vlm = backends.vlm
+
+            def prepare(_vlm: Any) -> None:  # in the worker: the main view computes both system prompts, once
+                cache_system_prompts(main_vlm)
+
+            self.backends = dataclasses.replace(
+                backends,
+                vlm=GpuVLM(backends.vlm, "vlm", prepare) if local_vlm else backends.vlm,
+                verifier=GpuVLM(backends.verifier, "verifier", prepare) if local_vlm else backends.verifier,
+                segmenter=GpuSegmenter(backends.segmenter, "sam3"),
+            )
+        if self.point_segmenter is not None:
+            self.point_segmenter = GpuPointSegmenter(self.point_segmenter, "point_model")
 
     def require_point_segmenter(self) -> PointSegmenter:
         """SAM 3's point-prompt model.
@@ -172,7 +200,7 @@ class AgentFactory(SharedObject):
         backends = self.backends
         if backends is None:
             raise BackendError(self.load_error or "the models are not loaded")
-        cache_system_prompts(backends.vlm)  # done at load, except on ZeroGPU: then in this worker's first GPU call
+        cache_system_prompts(backends.vlm)  # done at load; on ZeroGPU in each GPU worker's first call (GpuVLM)
         vlm, verifier = self._vlms(backends)
         batch = int(backends.settings.get("verify_batch_size") or DEFAULT_VERIFY_BATCH_SIZE)  # the GPU memory plan's
         config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold), verify_batch_size=batch)

@@ -32,6 +32,13 @@ def load_photo(image: Any, max_pixels: int) -> Any:
                       limit_advice=f"this app takes photos up to {photo_limit(max_pixels)}: downscale it")
 
 
+def space_note(max_rounds: int, max_image_pixels: int) -> str:
+    """What a ZeroGPU Space's visitor is told about GPU time (``ui.settings.SPACE_DEFAULTS``)."""
+    return (f"On this Space every model call asks ZeroGPU for its own few seconds of GPU. Runs default to "
+            f"{max_rounds} rounds and photos up to {photo_limit(max_image_pixels)}, so that a run fits the 2 minutes "
+            "of GPU a day ZeroGPU gives a visitor who is not logged in; log in to Hugging Face for 5 minutes a day.")
+
+
 def start_run(factory: AgentFactory, image: Any, query: str, max_rounds: Any, score_threshold: Any) -> AgentRun:
     """A new run of a fresh agent (``factory.new_agent``) on ``image`` (an upload's path or any
     ``images.load_image`` source) with this run's round budget and SAM 3 threshold.

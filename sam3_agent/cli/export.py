@@ -1,0 +1,62 @@
+"""``export``: the corrected masks of a saved run, ``python -m sam3_agent export TRACE --coco out.json
+[--png-dir DIR] [--bundle out.zip]``.
+
+Writes the agent's answer with the hand edits recorded in the trace applied, as COCO JSON, one PNG per mask,
+and/or a bundle .zip; TRACE is a trace folder, its trace.json, a trace .zip or a bundle .zip.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ..errors import EXIT_INPUT, EXIT_OK, InputError, Sam3AgentError
+
+
+def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``export``: the corrected masks of a saved trace or bundle as COCO JSON, PNGs and/or a bundle."""
+    from ..correct.edits import EditState
+    from ..correct.export import (
+        coco_document,
+        coco_file_name,
+        load_trace_or_bundle,
+        write_bundle,
+        write_coco,
+        write_mask_pngs,
+    )
+
+    if not (args.coco or args.png_dir or args.bundle):
+        stderr.write("error: nothing to write: give --coco FILE, --png-dir DIR and/or --bundle FILE\n")
+        return EXIT_INPUT
+    def writing(flag: str, path: str, write: Callable[[], Any]) -> Any:
+        try:
+            return write()
+        except OSError as error:
+            raise InputError(f"cannot write {flag} {path}: {error.strerror or error}; choose another path") from None
+
+    try:
+        try:
+            trace = load_trace_or_bundle(args.trace)
+        except OSError as error:
+            raise InputError(f"cannot read {args.trace}: {error.strerror or error}") from None
+        state = EditState.from_trace(trace)
+        items = state.corrected_items()
+        width, height = trace.image.size
+        written = []
+        if args.coco:
+            document = coco_document(items, width, height, file_name=coco_file_name(trace))
+            written.append(writing("--coco", args.coco, lambda: write_coco(document, args.coco)))
+        if args.png_dir:
+            pngs = writing("--png-dir", args.png_dir, lambda: write_mask_pngs(items, args.png_dir))
+            written.append(f"{len(pngs)} PNG(s) in {args.png_dir}")
+        if args.bundle:
+            written.append(writing("--bundle", args.bundle, lambda: write_bundle(trace, args.bundle, state)))
+    except Sam3AgentError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_INPUT
+    for note in state.notes():
+        stdout.write(f"note: {note}\n")
+    stdout.write(f"{len(items)} corrected mask(s) ({len(state.applied)} edit(s) on the agent's "
+                 f"{len(state.original)}); wrote {', '.join(str(w) for w in written)}\n")
+    return EXIT_OK

@@ -1,0 +1,32 @@
+"""The command line's parser: every subcommand and flag of ``python -m sam3_agent`` (and ``sam3-agent``).
+
+Only ``argparse`` and the light flag modules are imported here, so ``--help`` answers before torch, transformers or
+Gradio load (the commands themselves live in ``run``, ``export`` and ``datasets`` and import them when they run).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .datasets import add_dataset_commands
+from .flags import add_model_arguments
+
+
+def build_parser(prog: str = "python -m sam3_agent") -> argparse.ArgumentParser:
+    """The parser of every subcommand; ``prog`` is the command's name as the usage lines show it."""
+    parser = argparse.ArgumentParser(prog=prog, description="SAM3 Agent command line")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="answer a query on one image and write the trace and masks")
+    run.add_argument("--image", required=True, help="path of the photo (JPEG, PNG, WebP, TIFF...)")
+    run.add_argument("--query", required=True, help='what to segment, e.g. "the leftmost child in a blue vest"')
+    run.add_argument("--out", required=True, help="output folder (created if needed)")
+    add_model_arguments(run)
+    run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
+    export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
+    export.add_argument("--coco", help="COCO instance-segmentation JSON file to write")
+    export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
+    export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
+    export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_dataset_commands(commands)  # batch, eval (sam3_agent.datasets)
+    return parser

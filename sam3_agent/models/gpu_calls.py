@@ -1,0 +1,170 @@
+"""Model calls on ZeroGPU: the backends' calls registered as GPU work (``zerogpu.register``), each asking for the
+seconds its own work needs.
+
+``GpuVLM`` (each main request's stream; each verification batch), ``GpuSegmenter`` (each SAM 3 call) and
+``GpuPointSegmenter`` (each point click) stand in for the loaded backends in the main process: everything but the
+model calls is the wrapped object's own (names, image limits, the tokenizer-only ``phrase_cut``...). The models stay
+where they were loaded, once per process; a call sends only its inputs (messages, the photo) to the worker.
+
+The durations are **estimates** (no GPU was measured when they were written; the smoke command prints real
+timings): Qwen3-VL-8B in bfloat16 and SAM 3 in float32 on ZeroGPU's default slice, half an RTX PRO 6000 Blackwell
+(48 GB, about 0.9 TB/s of memory bandwidth and half the card's bfloat16 compute).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..limits import DEFAULT_MAX_PIXELS
+from ..messages import Generation, ImagePart, Message, TextPart
+from .zerogpu import register
+
+# A call may land on a fresh worker: the weights are moved onto the GPU (about 18 GB from host memory) and the two
+# system prompts are prefilled there. Asked for on every call, since the main process cannot tell.
+CALL_START_SECONDS = 10
+DECODE_TOKENS_PER_SECOND = 25  # one row: ~16 GB of weights read per token at ~0.9 TB/s, ~50 % of it reached
+BATCH_ROW_SLOWDOWN = 0.1  # each further row of a batch slows a decoding step by ~10 % (memory-bound steps)
+PREFILL_TOKENS_PER_SECOND = 2000  # prompt tokens, text and image, well below the slice's compute bound
+TEXT_CHARS_PER_TOKEN = 3  # fewer than Qwen's ~4 characters per English token: errs long
+IMAGE_PIXELS_PER_TOKEN = 28 * 28  # Qwen2.5-VL's; Qwen3-VL's 32 * 32 gives fewer tokens: errs long
+SAM3_IMAGE_SECONDS = 3  # SAM 3's image encoder at 1008 x 1008 in float32 (skipped when the worker has it cached)
+SAM3_PROMPT_SECONDS = 2  # its text, detection and mask heads for one phrase, masks upsampled to the photo
+SAM3_POINT_SECONDS = 1  # the point model's prompt encoder and mask decoder for one click
+FALLBACK_NEW_TOKENS = 1024  # a VLM that does not say its token budget
+
+
+def prompt_tokens(messages: Sequence[Message], max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
+    """An upper estimate of the tokens of a request: text at ``TEXT_CHARS_PER_TOKEN`` characters a token, each
+    image at ``IMAGE_PIXELS_PER_TOKEN`` pixels a token after fitting it to ``max_pixels``."""
+    tokens = 0
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                tokens += math.ceil(len(part.text) / TEXT_CHARS_PER_TOKEN)
+            elif isinstance(part, ImagePart):
+                width, height = part.image.size
+                tokens += math.ceil(min(width * height, max_pixels) / IMAGE_PIXELS_PER_TOKEN)
+    return tokens
+
+
+def vlm_seconds(prompt: int, new_tokens: int, rows: int = 1) -> float:
+    """GPU seconds of one VLM call: start, prefill of ``prompt`` tokens (all rows), ``new_tokens`` decoding steps."""
+    slowdown = 1 + BATCH_ROW_SLOWDOWN * (rows - 1)
+    return CALL_START_SECONDS + prompt / PREFILL_TOKENS_PER_SECOND + new_tokens / DECODE_TOKENS_PER_SECOND * slowdown
+
+
+def sam3_seconds() -> float:
+    """GPU seconds of one SAM 3 call (start, image encode, one phrase)."""
+    return CALL_START_SECONDS + SAM3_IMAGE_SECONDS + SAM3_PROMPT_SECONDS
+
+
+def point_seconds() -> float:
+    """GPU seconds of one point click (start, image encode, the point model's decoder)."""
+    return CALL_START_SECONDS + SAM3_IMAGE_SECONDS + SAM3_POINT_SECONDS
+
+
+def token_budget(vlm: Any) -> int:
+    """The VLM's own ``max_new_tokens`` per call (``decoding.max_new_tokens`` or ``max_new_tokens``)."""
+    decoding = getattr(vlm, "decoding", None)
+    budget = getattr(decoding, "max_new_tokens", None) or getattr(vlm, "max_new_tokens", None)
+    return int(budget) if isinstance(budget, int) and budget > 0 else FALLBACK_NEW_TOKENS
+
+
+class _Proxy:
+    """Everything but the model calls is the wrapped backend's own."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wrapped":  # not set yet (while unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
+
+
+class GpuVLM(_Proxy):
+    """A local VLM whose requests each run as one GPU call: ``stream`` (a main request, or a verification one by
+    one) and, when the VLM batches, ``generate_batch`` (one verification batch).
+
+    ``prepare(vlm)`` runs in the worker before each call (``presets.cache_system_prompts``: computes the system
+    prompts' KV caches once per worker process). ``stop`` never travels to the worker: it is watched here between
+    streamed pieces, and closing the stream ends the worker's generation.
+    """
+
+    def __init__(self, vlm: Any, key: str, prepare: Callable[[Any], None] = lambda vlm: None) -> None:
+        super().__init__(vlm)
+        max_pixels = getattr(getattr(vlm, "image_limits", None), "max_pixels", None) or DEFAULT_MAX_PIXELS
+
+        def stream_on_worker(messages: Sequence[Message], max_new_tokens: int | None = None) -> Iterator[Any]:
+            prepare(vlm)
+            stop = threading.Event()
+            try:
+                yield from vlm.stream(messages, max_new_tokens=max_new_tokens, stop=stop)
+            finally:
+                stop.set()  # closed by the main process: the generation ends
+
+        def stream_seconds(messages: Sequence[Message], max_new_tokens: int | None = None) -> float:
+            return vlm_seconds(prompt_tokens(messages, max_pixels), max_new_tokens or token_budget(vlm))
+
+        self._stream = register(f"{key}.stream", stream_on_worker, stream_seconds, streams=True)
+        if callable(getattr(vlm, "generate_batch", None)):
+            def batch_on_worker(conversations: Sequence[Sequence[Message]],
+                                max_new_tokens: int | None = None) -> list[Generation]:
+                prepare(vlm)
+                return vlm.generate_batch(conversations, max_new_tokens=max_new_tokens)
+
+            def batch_seconds(conversations: Sequence[Sequence[Message]], max_new_tokens: int | None = None) -> float:
+                prompt = sum(prompt_tokens(c, max_pixels) for c in conversations)
+                return vlm_seconds(prompt, max_new_tokens or token_budget(vlm), rows=len(conversations))
+
+            self._batch = register(f"{key}.generate_batch", batch_on_worker, batch_seconds)
+            self.generate_batch = self._generate_batch  # only a VLM that batches offers it (``supports_batches``)
+
+    def stream(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+               stop: threading.Event | None = None) -> Iterator[str | Generation]:
+        """``VLM.stream`` with the generation on a GPU; a ``stop`` set ends it with ``finish_reason="cancelled"``."""
+        if stop is not None and stop.is_set():
+            yield Generation("", "cancelled", None, 0)
+            return
+        pieces: list[str] = []
+        remote = self._stream(list(messages), max_new_tokens=max_new_tokens)
+        try:
+            for item in remote:
+                if stop is not None and stop.is_set():
+                    yield Generation("".join(pieces), "cancelled", None, len(pieces))
+                    return
+                if isinstance(item, str):
+                    pieces.append(item)
+                yield item
+        finally:
+            remote.close()
+
+    def _generate_batch(self, conversations: Sequence[Sequence[Message]], *, max_new_tokens: int | None = None,
+                        stop: threading.Event | None = None) -> list[Generation]:
+        """``BatchVLM.generate_batch`` as one GPU call; ``stop`` is looked at before it (a batch is not cut short)."""
+        if stop is not None and stop.is_set():
+            return [Generation("", "cancelled", None, 0) for _ in conversations]
+        return self._batch([list(c) for c in conversations], max_new_tokens=max_new_tokens)
+
+    def prefill_system_prompts(self, texts: Sequence[str]) -> None:
+        """Nothing here: each GPU worker computes the system prompts in its first call (``prepare``)."""
+
+
+class GpuSegmenter(_Proxy):
+    """SAM 3 whose ``segment`` calls each run as one GPU call."""
+
+    def __init__(self, segmenter: Any, key: str) -> None:
+        super().__init__(segmenter)
+        self.segment = register(f"{key}.segment", segmenter.segment, lambda *args, **kwargs: sam3_seconds())
+
+
+class GpuPointSegmenter(_Proxy):
+    """SAM 3's point model whose ``segment_points`` calls (one per click) each run as one GPU call."""
+
+    def __init__(self, point_segmenter: Any, key: str) -> None:
+        super().__init__(point_segmenter)
+        self.segment_points = register(f"{key}.segment_points", point_segmenter.segment_points,
+                                       lambda *args, **kwargs: point_seconds())
