@@ -23,7 +23,7 @@ from browser_app import DESKTOP, PHONE, ROOT, RUN_MS, SHOTS, open_page, running_
 from playwright.sync_api import Page, expect
 
 AXE = Path(__file__).with_name("axe") / "axe.min.js"
-PHOTO = ROOT / "assets" / "coffee.jpg"
+PHOTO = ROOT / "sam3_agent" / "assets" / "coffee.jpg"
 PIECE_DELAY = "0.05"  # the script's first reply then streams for about 17 s: time to press Stop
 TABS = {"Run": "#run-btn", "Inspect a trace": "#trace-file", "Correct": "#correct-canvas",
         "Review a batch": "#tab-review"}
