@@ -215,6 +215,20 @@ def test_bad_input_shows_an_error_once_in_the_status_line(tmp_path, image, query
     assert warnings == []  # the status line is in view: no pop-up saying it again
 
 
+def test_an_upload_the_app_does_not_take_is_refused_at_once_and_emptied(tmp_path):
+    sliver = tmp_path / "upload" / "sliver.png"  # Gradio keeps the upload's own name last in its path
+    sliver.parent.mkdir()
+    Image.new("RGB", (400, 3)).save(sliver)
+    handlers = make_handlers(tmp_path)
+    status, image = handlers.uploaded(str(sliver))
+    assert status_text(status) == ("File 'sliver.png' is 400x3 pixels; each side must be at least 8 pixels. "
+                                   "Upload another photo.")
+    assert 'class="status status-error"' in status and image is None  # the box is emptied for the next one
+    status, image = handlers.uploaded(COFFEE)
+    assert status_text(status) == "Photo ready: add a query (if there is none yet), then press Run."
+    assert image == {"__type__": "update"}  # no change: the photo stays
+
+
 @pytest.mark.parametrize("rounds, threshold, message", [
     (float("nan"), 0.5, "must be numbers, got nan and 0.5"),
     (float("inf"), 0.5, "must be numbers, got inf and 0.5"),

@@ -428,6 +428,8 @@ def test_the_timeline_gives_tool_outcome_time_and_tokens_per_round(recorded):
     assert html.count('<tr class="timeline-') == 4
     assert '<tr class="timeline-ok timeline-current" data-round="3">' in html
     assert '<button type="button" class="timeline-open" data-round="4">4</button>' in html
+    # a narrow table wraps a tool name after an underscore, never in the middle of a word
+    assert "<td><code>select_<wbr>masks_<wbr>and_<wbr>return</code></td>" in html
 
 
 def test_the_timeline_names_mistakes_and_failures():

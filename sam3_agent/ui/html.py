@@ -70,6 +70,12 @@ def _img(urls: ImageUrls, part, max_side: int, css: str, alt: str) -> str:
     return f'<img class="{css}" src="{urls.url(part.name, part.image, max_side)}" alt="{escape(alt)}"/>'
 
 
+# The ``js_on_load`` of every status line's ``gr.HTML``: its element (which stays while its content is replaced) is a
+# polite live region, so a screen reader announces "Done", an error or a refusal when it appears. A live region must
+# exist before its text changes: one inside the replaced HTML would be new each time and said by few readers.
+LIVE_STATUS_JS = "element.setAttribute('role', 'status'); element.setAttribute('aria-live', 'polite');"
+
+
 def render_status(line: StatusLine) -> str:
     """The status line: ``<div class="status status-<kind>">``."""
     return (
@@ -265,6 +271,12 @@ def render_context(panel: ContextPanel | None, urls: ImageUrls, placeholder: str
     return "".join(out)
 
 
+def _break_after_underscores(name: str) -> str:
+    """``name`` escaped, with a line-break opportunity after each underscore: a narrow table (a phone) wraps a tool name
+    between its words (``select_masks_`` / ``and_return``), never in the middle of one."""
+    return "_<wbr>".join(escape(part) for part in name.split("_"))
+
+
 def render_timeline(rows: Sequence[TimelineRow], current: int | None = None) -> str:
     """The rounds of a trace as one table (tool, outcome, time, tokens); each row opens its round when clicked
     (``tr[data-round]``, a focusable button in the first cell); ``current`` is marked."""
@@ -277,7 +289,7 @@ def render_timeline(rows: Sequence[TimelineRow], current: int | None = None) -> 
         body.append(
             f'<tr class="timeline-{escape(r.kind)}{mark}" data-round="{r.index}">'
             f'<td><button type="button" class="timeline-open" data-round="{r.index}">{r.index}</button></td>'
-            f"<td><code>{escape(r.tool)}</code></td><td>{escape(r.outcome)}</td><td>{r.seconds:.1f} s</td>"
+            f"<td><code>{_break_after_underscores(r.tool)}</code></td><td>{escape(r.outcome)}</td><td>{r.seconds:.1f} s</td>"
             f"<td>{escape(tokens)}</td></tr>"
         )
     return (

@@ -56,7 +56,8 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         ticket = gr.Number(0, visible=False, precision=0)  # the newest Run press (handlers.queued)
         _header(handlers, settings)
         review_bar = build_review_bar()  # the review queue's bar: hidden until a batch is opened for review
-        with gr.Tabs(elem_id="tabs") as tabs:
+        # on a phone the tab labels wrap onto a second row (Gradio's default hides the last ones behind a menu)
+        with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as tabs:
             correct_run = build_run_tab(handlers, settings, slot, ticket)
             demo.unload(handlers.unload)
             inspected = build_inspect_tab(handlers.inspect)
@@ -71,7 +72,7 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
 def _header(handlers: Handlers, settings: AppSettings) -> None:
     """The page's title and introduction, and the note about the models when there is one (``_notice``)."""
     gr.Markdown(
-        "## SAM3 Agent\nA vision-language model reasons in rounds and calls SAM 3 to segment what your "
+        "# SAM3 Agent\nA vision-language model reasons in rounds and calls SAM 3 to segment what your "
         "query points at. Press Run: the status and the answer come first, then every round as it happens, "
         "and the context the model was sent."
     )

@@ -284,3 +284,75 @@ def test_outline_mode_and_opacity_redraw_the_masks(page, corrected):
     page.locator("#correct-canvas").screenshot(path=str(SHOTS / "correct_09_outlines.png"))
     press(page, "o")
     expect(page.locator("#outline-mode input")).not_to_be_checked()
+
+
+# records, at the moment each pointer press ends (after the canvas has taken it), what the pending marker says
+WATCH_PENDING = """() => { window.__pendingSeen = [];
+  document.addEventListener('pointerup', () => window.__pendingSeen.push(
+    document.querySelector('#correct-canvas .cv-pending')?.textContent || ''));
+}"""
+RAPID = [(300, 120), (320, 140), (280, 150)]  # image pixels of three quick Point-on clicks on the cup
+
+
+def rapid_edits(page: Page, tap) -> None:
+    """Esc then three point clicks sent without waiting (``tap(x, y)`` clicks or taps the screen): each shows a
+    pending marker at once, and all four are applied in order: nothing selected, then one mask from three clicks;
+    then three quick Z presses undo the three clicks (each click is an edit), and three Y presses redo them."""
+    status = page.locator("#correct-status")
+    masks = int(re.search(r"Corrected answer: (\d+) mask", status.inner_text()).group(1))
+    page.evaluate(WATCH_PENDING)
+    bring_canvas_into_view(page)
+    page.keyboard.press("Escape")
+    for x, y in RAPID:
+        tap(*on_canvas(page, x, y))
+    assert [seen.startswith("Applying ") for seen in page.evaluate("window.__pendingSeen")] == [True] * 3
+    page.locator("#correct-canvas").screenshot(path=str(SHOTS / f"correct_pending_{page.viewport_size['width']}.png"))
+    # one new mask (Esc came first) made of all three clicks
+    expect(status).to_contain_text(re.compile(rf"Corrected answer: {masks + 1} masks .* Last edit: 3 click\(s\) "
+                                              r"-> mask (\d+)\. \d+ edits in effect\. Selected: mask \1\."))
+    expect(page.locator("#correct-canvas .cv-pending")).to_be_hidden()  # all answered
+    page.locator("#correct-canvas").screenshot(path=str(SHOTS / f"correct_rapid_{page.viewport_size['width']}.png"))
+    in_effect = int(re.search(r"(\d+) edits in effect", page.locator("#correct-status").inner_text()).group(1))
+    for _ in range(3):
+        page.keyboard.press("z")
+    status_says(page, f"{in_effect - 3} edits in effect, 3 to redo.")
+    for _ in range(3):
+        page.keyboard.press("y")
+    status_says(page, f"{in_effect} edits in effect.")
+
+
+def test_rapid_clicks_and_keys_are_all_applied_in_order_and_a_key_works_after_a_tool_button(page, corrected):
+    page.locator("#canvas-tool label").filter(has_text="5 Paint").click()  # the radio now has the focus
+    expect(page.locator("#canvas-tool input[type=radio]").nth(4)).to_be_focused()
+    page.keyboard.press("3")  # a shortcut typed right after clicking a tool button
+    expect(page.locator("#canvas-tool input[type=radio]").nth(2)).to_be_checked()
+    rapid_edits(page, page.mouse.click)
+
+
+TABS = {"Run": "#run-btn", "Inspect a trace": "#trace-file", "Correct": "#correct-canvas",
+        "Review a batch": "#tab-review"}
+
+
+def test_on_a_phone_every_tab_shows_and_rapid_taps_are_all_applied(app_url, page, corrected):
+    # a second page of the same browser at a phone's size (one Playwright per process: the module's page has it)
+    phone = page.context.new_page()
+    try:
+        phone.set_viewport_size(browser_app.PHONE)
+        phone.goto(app_url)
+        for name, panel in TABS.items():  # each tab is in the tab bar itself, not behind a menu
+            expect(phone.get_by_role("tab", name=name, exact=True)).to_be_visible()
+            show_tab(phone, name, panel)
+        phone.screenshot(path=str(SHOTS / "correct_phone_1_tabs.png"))
+        show_tab(phone, "Correct", "#correct-canvas")
+        phone.set_input_files("#correct-file input[type=file]", str(corrected[1]))  # the bundle saved above
+        status_says(phone, "Corrected answer: 3 masks (the agent chose 1).")
+        table = phone.locator("#correct-masks table")
+        table.scroll_into_view_if_needed()
+        box = table.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= browser_app.PHONE["width"]  # no column cut off
+        assert phone.evaluate("document.documentElement.scrollWidth") == browser_app.PHONE["width"]  # nor sideways
+        phone.screenshot(path=str(SHOTS / "correct_phone_2_loaded.png"), full_page=True)
+        phone.locator("#canvas-tool label").filter(has_text="3 Point on (+)").click()
+        rapid_edits(phone, phone.mouse.click)
+    finally:
+        phone.close()

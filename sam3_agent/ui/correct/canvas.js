@@ -8,12 +8,22 @@
 //   {kind: "stroke", tool, points, radius}  points: [[x, y], ...] pixel centres (pixel c is centred on c), radius px
 //   {kind: "deselect"}                      Escape: nothing selected, so the next click or stroke makes a new mask
 // The tool is the checked input of the tool picker (#canvas-tool, in TOOLS order); the brush diameter is #brush-size.
-// Keyboard shortcuts (listed on the page) work while the Correct tab shows and no text field has the focus.
+// Keyboard shortcuts (listed on the page) work while the Correct tab shows and no text-entry field has the focus (a
+// focused radio, check box or slider keeps only the keys it uses itself: arrows, Home/End, Page Up/Down).
+//
+// An annotator's inputs are never dropped, and are applied in the order given: Gradio ignores a new trigger of an
+// event while its previous one is pending, so every edit sent from here (a click, a stroke, Esc, and the keys that
+// press Undo, Redo, Delete or Outlines) waits in one queue and is sent when the answer to the one before has arrived
+// (`window.__sam3CanvasAnswered`, run by a `.then` of those events in layout.py). A pending click shows at once as a
+// ring, a pending stroke stays drawn, and the zoom bar counts the edits still to apply.
 const TOOLS = __TOOLS__;
 const BRUSHES = ["paint", "erase"];
 const view = {scale: 1, x: 0, y: 0, width: 0, height: 0, boxWidth: 0, boxHeight: 0};
 let drag = null;
 let spaceDown = false;
+const ANSWER_WAIT_MS = 60000;  // an answer that never comes (a lost connection) holds the queue this long at most
+// one queue per page, even if Gradio mounts this component again
+const edits = window.__sam3CanvasEdits || (window.__sam3CanvasEdits = {waiting: [], sent: null, timer: null});
 
 const viewport = () => element.querySelector(".cv-viewport");
 const image = () => element.querySelector(".cv-image");
@@ -49,6 +59,7 @@ function apply() {
   if (stage) stage.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.scale})`;
   const level = element.querySelector(".cv-level");
   if (level) level.textContent = `${Math.round(view.scale * 100)}%`;
+  drawMarks();  // the rings keep their size on screen
 }
 
 function fit() {
@@ -93,6 +104,7 @@ function adopt() {
   } else {
     apply();
   }
+  showPending();  // the new answer's canvas shows what is still pending
 }
 
 // A pointer position in the image's own pixels (edges at 0 and width), whatever the zoom and pan.
@@ -105,28 +117,86 @@ function inside([x, y]) {
   return x >= 0 && y >= 0 && x < view.width && y < view.height;
 }
 
-function drawStroke() {
-  const canvas = strokes();
-  if (!canvas || !drag || drag.kind !== "stroke") return;
-  const context = canvas.getContext("2d");
-  context.clearRect(0, 0, canvas.width, canvas.height);
-  context.lineCap = "round";
-  context.lineJoin = "round";
+function strokePath(context, points, radius) {
   // black edge, white core: visible on any photo and never a mask colour
   for (const [color, extra] of [["rgba(0,0,0,0.75)", 2 / view.scale + 1], ["rgba(255,255,255,0.7)", 0]]) {
     context.strokeStyle = color;
-    context.lineWidth = 2 * drag.radius + extra;
+    context.lineWidth = 2 * radius + extra;
     context.beginPath();
-    drag.points.forEach(([x, y], i) => (i ? context.lineTo(x + 0.5, y + 0.5) : context.moveTo(x + 0.5, y + 0.5)));
-    if (drag.points.length === 1) context.lineTo(drag.points[0][0] + 0.51, drag.points[0][1] + 0.5);
+    points.forEach(([x, y], i) => (i ? context.lineTo(x + 0.5, y + 0.5) : context.moveTo(x + 0.5, y + 0.5)));
+    if (points.length === 1) context.lineTo(points[0][0] + 0.51, points[0][1] + 0.5);
     context.stroke();
   }
 }
 
-function clearStroke() {
-  const canvas = strokes();
-  if (canvas) canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+function ring(context, x, y) {
+  const r = 7 / view.scale;  // 7 screen pixels at any zoom
+  for (const [color, width] of [["rgba(0,0,0,0.85)", 4], ["rgba(255,255,255,0.95)", 2]]) {
+    context.strokeStyle = color;
+    context.lineWidth = width / view.scale;
+    context.beginPath();
+    context.arc(x, y, r, 0, 2 * Math.PI);
+    context.stroke();
+  }
 }
+
+// The pending edits (rings for clicks, strokes as drawn) and the stroke being drawn.
+function drawMarks() {
+  const canvas = strokes();
+  if (!canvas) return;
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  context.lineCap = "round";
+  context.lineJoin = "round";
+  const pending = [edits.sent, ...edits.waiting].filter((item) => item && item.mark);
+  for (const {mark} of pending) {
+    if (mark.kind === "stroke") strokePath(context, mark.points, mark.radius);
+    else ring(context, mark.x, mark.y);
+  }
+  if (drag && drag.kind === "stroke") strokePath(context, drag.points, drag.radius);
+}
+
+function showPending() {
+  const count = (edits.sent ? 1 : 0) + edits.waiting.length;
+  const bar = element.querySelector(".cv-zoom");
+  let badge = element.querySelector(".cv-pending");
+  if (bar && !badge) {
+    badge = document.createElement("span");
+    badge.className = "cv-pending";
+    bar.prepend(badge);
+  }
+  if (badge) {
+    badge.textContent = count ? `Applying ${count} edit${count === 1 ? "" : "s"}...` : "";
+    badge.hidden = !count;
+  }
+  drawMarks();
+}
+
+// Send the next waiting edit unless one is on its way; `send` returns false when there was nothing to send (a
+// disabled button), and the next one goes at once.
+function pump() {
+  while (!edits.sent && edits.waiting.length) {
+    const item = edits.waiting.shift();
+    if (item.send()) {
+      edits.sent = item;
+      edits.timer = setTimeout(window.__sam3CanvasAnswered, ANSWER_WAIT_MS);
+    }
+  }
+  showPending();
+}
+
+function enqueue(send, mark = null) {
+  edits.waiting.push({send, mark});
+  pump();
+}
+
+// The answer to the edit sent last has arrived (its outputs are applied): send the next one after the page has
+// redrawn, so a button it presses is enabled or disabled as the answer left it.
+window.__sam3CanvasAnswered = () => {
+  clearTimeout(edits.timer);
+  edits.sent = null;
+  setTimeout(pump, 0);
+};
 
 element.addEventListener("click", (event) => {
   const button = event.target.closest("[data-zoom]");
@@ -147,7 +217,7 @@ element.addEventListener("pointerdown", (event) => {
   if (BRUSHES.includes(chosen) && !panning && event.button === 0) {
     const [x, y] = toImage(event);
     drag = {kind: "stroke", tool: chosen, radius: brushRadius(), points: [[x - 0.5, y - 0.5]]};
-    drawStroke();
+    drawMarks();
   } else {
     drag = {kind: panning ? "pan" : "press", tool: chosen, sx: event.clientX, sy: event.clientY, x0: view.x,
             y0: view.y, at: toImage(event)};
@@ -162,7 +232,7 @@ element.addEventListener("pointermove", (event) => {
     const [px, py] = drag.points[drag.points.length - 1];
     if (Math.hypot(x - 0.5 - px, y - 0.5 - py) >= 1) {
       drag.points.push([x - 0.5, y - 0.5]);
-      drawStroke();
+      drawMarks();
     }
     return;
   }
@@ -182,16 +252,18 @@ function release() {
   if (!done) return;
   if (done.kind === "stroke") {
     const points = done.points.map(([x, y]) => [Math.round(x * 100) / 100, Math.round(y * 100) / 100]);
-    trigger("select", {index: null, value: {kind: "stroke", tool: done.tool, points, radius: done.radius}});
-    setTimeout(clearStroke, 3000);  // the new answer replaces it sooner; a refused stroke must not linger
+    const value = {kind: "stroke", tool: done.tool, points, radius: done.radius};
+    enqueue(() => { trigger("select", {index: null, value}); return true; }, {kind: "stroke", points: done.points,
+                                                                           radius: done.radius});
   } else if (done.kind === "press" && inside(done.at)) {
     const [x, y] = done.at;
-    trigger("select", {index: [x, y], value: {kind: "click", tool: done.tool, x, y}});
+    enqueue(() => { trigger("select", {index: [x, y], value: {kind: "click", tool: done.tool, x, y}}); return true; },
+            {kind: "click", x, y});
   }
 }
 
 element.addEventListener("pointerup", release);
-element.addEventListener("pointercancel", () => { drag = null; clearStroke(); });
+element.addEventListener("pointercancel", () => { drag = null; drawMarks(); });
 
 element.addEventListener("wheel", (event) => {
   const box = event.target.closest(".cv-viewport");
@@ -201,13 +273,29 @@ element.addEventListener("wheel", (event) => {
   zoomAt(event.deltaY < 0 ? 1.2 : 1 / 1.2, event.clientX - rect.left, event.clientY - rect.top);
 }, {passive: false});
 
+// Inputs that take no typed text: a shortcut typed while one has the focus is still a shortcut.
+const NOT_TEXT = ["button", "checkbox", "color", "file", "image", "radio", "range", "reset", "submit"];
+const CONTROL_KEYS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"];
+
 function typing(target) {
-  return target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+  if (!target || !target.tagName) return false;
+  if (target.isContentEditable || ["TEXTAREA", "SELECT"].includes(target.tagName)) return true;
+  return target.tagName === "INPUT" && !NOT_TEXT.includes((target.getAttribute("type") || "text").toLowerCase());
 }
 
+// a focused radio, check box or slider moves with these keys itself
+function ownKey(target, key) {
+  return target && target.tagName === "INPUT" && CONTROL_KEYS.includes(key);
+}
+
+// Press a button (or tick a check box) of the tab in turn with the other edits; a disabled one is skipped.
 function press(selector) {
-  const target = document.querySelector(selector);
-  if (target && !target.disabled) target.click();
+  enqueue(() => {
+    const target = document.querySelector(selector);
+    if (!target || target.disabled) return false;
+    target.click();
+    return true;
+  });
 }
 
 const KEYS = {
@@ -219,11 +307,15 @@ const KEYS = {
   "+": () => zoomAt(1.25), "=": () => zoomAt(1.25), "-": () => zoomAt(0.8), "0": fit,
   "ArrowLeft": () => pan(60, 0), "ArrowRight": () => pan(-60, 0), "ArrowUp": () => pan(0, 60),
   "ArrowDown": () => pan(0, -60),
-  "Escape": () => trigger("select", {index: null, value: {kind: "deselect"}}),
+  "Escape": () => enqueue(() => { trigger("select", {index: null, value: {kind: "deselect"}}); return true; }),
 };
 
+// A mouse click on Undo, Redo or Delete while edits wait joins the queue behind them (never ahead of them).
+const QUEUED_BUTTONS = "#undo-btn, #redo-btn, #delete-btn";
+
 function onKey(event) {
-  if (element.offsetParent === null || typing(event.target) || event.altKey || event.metaKey) return;
+  if (element.offsetParent === null || typing(event.target) || ownKey(event.target, event.key) || event.altKey
+      || event.metaKey) return;
   if (event.key === " ") {
     spaceDown = true;
     if (event.target.closest && event.target.closest(".cv-viewport")) event.preventDefault();
@@ -239,6 +331,16 @@ function onKey(event) {
 if (window.__sam3CanvasKeys) document.removeEventListener("keydown", window.__sam3CanvasKeys);
 window.__sam3CanvasKeys = onKey;
 document.addEventListener("keydown", onKey);
+function onButton(event) {
+  const button = event.isTrusted && event.target.closest && event.target.closest(QUEUED_BUTTONS);
+  if (!button || !(edits.sent || edits.waiting.length)) return;
+  event.preventDefault();
+  event.stopImmediatePropagation();
+  press(`#${button.id}`);
+}
+if (window.__sam3CanvasButtons) document.removeEventListener("click", window.__sam3CanvasButtons, true);
+window.__sam3CanvasButtons = onButton;
+document.addEventListener("click", onButton, true);
 document.addEventListener("keyup", (event) => { if (event.key === " ") spaceDown = false; });
 
 watch("value", adopt);

@@ -18,7 +18,7 @@ from typing import Any
 import gradio as gr
 
 from ...imaging.draw import FILL_ALPHA
-from ..html import render_status
+from ..html import LIVE_STATUS_JS, render_status
 from ..session_order import EDIT_CONCURRENCY, EDIT_QUEUE
 from ..view import StatusLine
 from .handlers import EMPTY_MESSAGE, CorrectHandlers, CorrectOutputs
@@ -30,6 +30,8 @@ FILE_HEIGHT = 110  # px, the download and upload boxes
 DEFAULT_BRUSH_PX = 16  # brush diameter in the photo's shown pixels
 # the canvas script, with the tool order of the picker filled in
 CANVAS_JS = Path(__file__).with_name("canvas.js").read_text(encoding="utf-8").replace("__TOOLS__", json.dumps(list(TOOLS)))
+# Run after each edit the canvas script sends (canvas.js): its answer has arrived, so the next waiting edit goes.
+EDIT_ANSWERED_JS = "() => { if (window.__sam3CanvasAnswered) window.__sam3CanvasAnswered(); }"
 SHORTCUTS = (
     "**Tools**: *Select* a mask or *Show / hide* it by clicking on it; *Point on* / *Point off*: SAM 3's point model "
     "makes a mask from your clicks on (+) and off (-) the object, or refines the selected one; *Paint* adds what you "
@@ -58,6 +60,7 @@ table.correct-masks tr.mask-selected td {background: #fef3c7; color: #111; font-
 .cv-zoom button {border: 1px solid #6b7280; background: #fff; color: #111; border-radius: 4px; padding: 0 8px;
   cursor: pointer; min-width: 28px;}
 .cv-level {min-width: 44px; text-align: right;}
+.cv-pending {font-weight: 600; margin-right: 4px;}
 """
 
 
@@ -75,8 +78,8 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
     with gr.Tab("Correct", id=CORRECT_TAB_ID, elem_id="tab-correct"):
         # only the session's key: the session itself lives in handlers.sessions, bounded in time and memory
         session = gr.State(None, time_to_live=handlers.sessions.ttl_s, delete_callback=handlers.forget)
-        status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status")
-        with gr.Row(equal_height=False):
+        status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status", js_on_load=LIVE_STATUS_JS)
+        with gr.Row(equal_height=False, elem_id="correct-row"):
             canvas = _canvas_column()
             controls = _controls_column()
     outputs = [session, status, canvas.canvas, canvas.compare, controls.shown, controls.selected, controls.label,
@@ -121,7 +124,7 @@ class _Controls:
 
 def _canvas_column() -> _Canvas:
     """The tool picker, brush size and mask style, the canvas, its shortcuts and the comparison slider."""
-    with gr.Column(scale=7, min_width=360):
+    with gr.Column(scale=7, min_width=360, elem_id="correct-canvas-column"):
         gr.Radio([(label, key) for key, label in TOOLS.items()], value=TOOL_SELECT, show_label=False,
                  elem_id="canvas-tool", container=False, interactive=True)  # read by the script
         with gr.Row():
@@ -140,7 +143,7 @@ def _canvas_column() -> _Canvas:
 
 def _controls_column() -> _Controls:
     """Undo / redo, the masks (shown, selected, label, delete, table), bring-in from any round, export and import."""
-    with gr.Column(scale=4, min_width=320):
+    with gr.Column(scale=4, min_width=320, elem_id="correct-controls-column"):
         with gr.Row():
             undo = gr.Button("Undo (Z)", elem_id="undo-btn", interactive=False, size="sm")
             redo = gr.Button("Redo (Y)", elem_id="redo-btn", interactive=False, size="sm")
@@ -184,16 +187,20 @@ def _wire_correct_tab(handlers: CorrectHandlers, session: gr.State, status: gr.H
     # (ui.session_order, applied by ui.layout): other sessions' imports and edits are not queued behind one.
     serial = {"concurrency_id": EDIT_QUEUE, "concurrency_limit": EDIT_CONCURRENCY}
     quiet = {"api_visibility": "private", "show_progress": "hidden", **serial}
-    canvas.canvas.select(handlers.canvas, inputs=[session], outputs=outputs, **quiet)
-    for control in (canvas.opacity, canvas.outline):
-        control.input(handlers.style, inputs=[session, canvas.opacity, canvas.outline], outputs=outputs, **quiet)
+    # The edits canvas.js queues: it sends one at a time and the next when this `.then` says the answer came;
+    # "multiple" keeps any input that still arrives while one is pending (Gradio's default would drop it).
+    queued = {**quiet, "trigger_mode": "multiple"}
+    canvas.canvas.select(handlers.canvas, inputs=[session], outputs=outputs, **queued).then(None, js=EDIT_ANSWERED_JS)
+    style = [session, canvas.opacity, canvas.outline]
+    canvas.opacity.input(handlers.style, inputs=style, outputs=outputs, **quiet)  # a drag: only its latest value
+    canvas.outline.input(handlers.style, inputs=style, outputs=outputs, **queued).then(None, js=EDIT_ANSWERED_JS)
     controls.shown.input(handlers.set_shown, inputs=[session, controls.shown], outputs=outputs, **quiet)
     controls.selected.input(handlers.select, inputs=[session, controls.selected], outputs=outputs, **quiet)
     controls.set_label.click(handlers.relabel, inputs=[session, controls.label], outputs=outputs, **quiet)
     controls.label.input(handlers.relabel, inputs=[session, controls.label], outputs=outputs, **quiet)
-    controls.delete.click(handlers.delete, inputs=[session], outputs=outputs, **quiet)
-    controls.undo.click(handlers.undo, inputs=[session], outputs=outputs, **quiet)
-    controls.redo.click(handlers.redo, inputs=[session], outputs=outputs, **quiet)
+    for button, edit in ((controls.delete, handlers.delete), (controls.undo, handlers.undo),
+                         (controls.redo, handlers.redo)):
+        button.click(edit, inputs=[session], outputs=outputs, **queued).then(None, js=EDIT_ANSWERED_JS)
     controls.bring.click(handlers.bring_in, inputs=[session, controls.round_pick, controls.number_pick],
                          outputs=outputs, **quiet)
     controls.round_pick.input(handlers.pick_round, inputs=[session, controls.round_pick],

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from ..html import ImageUrls, render_context, render_status
+from ..html import LIVE_STATUS_JS, ImageUrls, render_context, render_status
 from ..round_clicks import ROUND_CLICKS
 from ..view import StatusLine
 from .handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandlers
@@ -32,7 +32,7 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
             with gr.Column(scale=4, min_width=300):
                 trace_file = gr.File(label="Trace or bundle .zip (from a run's or the Correct tab's downloads)",
                                      file_types=[".zip"], type="filepath", elem_id="trace-file")
-                message = gr.HTML(render_status(StatusLine("idle", INSPECT_EMPTY)), elem_id="inspect-status")
+                message = gr.HTML(render_status(StatusLine("idle", INSPECT_EMPTY)), elem_id="inspect-status", js_on_load=LIVE_STATUS_JS)
                 final_image = gr.Image(label="Final masks", format="png", interactive=False,
                                        elem_id="inspect-final-overlay", height=300)
                 final_masks = gr.HTML(elem_id="inspect-final-masks")
@@ -46,7 +46,7 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
                         following = gr.Button("Next round", elem_id="next-round", size="sm")
                 round_html = gr.HTML(elem_id="inspect-round")
             with gr.Column(scale=3, min_width=260, elem_id="inspect-context-column"):
-                gr.Markdown("#### Context sent to the model")
+                gr.Markdown("## Context sent to the model")
                 context = gr.HTML(render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER),
                                   elem_id="inspect-context")
         shown = [round_html, context, timeline]

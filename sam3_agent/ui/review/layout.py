@@ -18,7 +18,7 @@ import gradio as gr
 from ...datasets.review.sources import find_batches
 from ..correct.handlers import CorrectHandlers
 from ..correct.layout import CorrectView
-from ..html import render_status
+from ..html import LIVE_STATUS_JS, render_status
 from ..session_order import EDIT_CONCURRENCY, EDIT_QUEUE
 from ..view import StatusLine
 from .handlers import EMPTY, ReviewHandlers
@@ -80,7 +80,7 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
     handlers = ReviewHandlers(correct, root, review_root)
     with gr.Tab("Review a batch", id=REVIEW_TAB_ID, elem_id="tab-review"):
         slot = gr.State(None)
-        status = gr.HTML(render_status(StatusLine("idle", EMPTY)), elem_id="review-status")
+        status = gr.HTML(render_status(StatusLine("idle", EMPTY)), elem_id="review-status", js_on_load=LIVE_STATUS_JS)
         with gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=300):
                 where = ("a folder under the review folder" if review_root is not None else

@@ -60,9 +60,11 @@ from .runner import (
     write_run_files,
 )
 from .slot import RunSlot
-from .start import start_run
+from .start import load_photo, start_run
 
 logger = logging.getLogger(__name__)
+
+UPLOADED = "Photo ready: add a query (if there is none yet), then press Run."
 
 STREAM_INTERVAL_S = 0.05  # token-only updates at most 20 per second; other events update at once
 STOP_GRACE_S = 5.0  # Stop waits this long for the run to end by itself before abandoning it
@@ -99,6 +101,17 @@ class Handlers(SharedObject):
         shutil.rmtree(self.root, ignore_errors=True)
 
     # ------------------------------------------------------------------ running
+
+    def uploaded(self, image: Any) -> tuple[Any, Any]:
+        """(status, image) right after a photo is uploaded: one the app does not take is refused at once (the status
+        says why and what to do; the box is emptied for the next one), not only when Run is pressed."""
+        if not image:
+            return gr.skip(), gr.skip()
+        try:
+            load_photo(image, self.factory.settings.max_image_pixels)
+        except InputError as error:
+            return render_status(StatusLine("error", f"{sentence(str(error))} Upload another photo.")), None
+        return render_status(StatusLine("idle", UPLOADED)), gr.skip()
 
     @staticmethod
     def queued(slot: RunSlot | None = None) -> tuple[str, int]:

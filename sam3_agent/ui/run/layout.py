@@ -18,7 +18,7 @@ import gradio as gr
 from ...limits import MAX_ROUNDS_LIMIT
 from ...models.zerogpu import on_zero_gpu
 from ...package_files import EXAMPLES_FILE
-from ..html import ImageUrls, render_context, render_status
+from ..html import LIVE_STATUS_JS, ImageUrls, render_context, render_status
 from ..round_clicks import ROUND_CLICKS
 from ..settings import AppSettings
 from ..view import StatusLine
@@ -39,7 +39,10 @@ SHOW_ANSWER_COLUMN = """
   const column = document.getElementById('run-answer');
   if (!column) return;
   const top = column.getBoundingClientRect().top;
-  if (top < 0 || top > window.innerHeight * 0.6) column.scrollIntoView({behavior: 'smooth', block: 'start'});
+  // to a whole pixel at or above the column's top: scrollIntoView can stop a fraction below it (half the status cut)
+  if (top < 0 || top > window.innerHeight * 0.6) {
+    window.scrollTo({top: Math.floor(window.scrollY + top), behavior: 'smooth'});
+  }
 }
 """
 
@@ -136,7 +139,7 @@ def _answer_columns(ready: bool) -> RunPanel:
     first (what a user waits for is at the top of this column); beside it the context panel."""
     with gr.Column(scale=6, min_width=360, elem_id="run-answer"):
         idle = "Add an image and a query, then press Run." if ready else "Run is off until the models load."
-        status = gr.HTML(render_status(StatusLine("idle", idle)), elem_id="status")
+        status = gr.HTML(render_status(StatusLine("idle", idle)), elem_id="status", js_on_load=LIVE_STATUS_JS)
         with gr.Group(visible=False, elem_id="answer") as answer:
             final_image = send_inline(gr.Image(label="Final masks", format="png", interactive=False,
                                                elem_id="final-overlay", height=300))
@@ -148,7 +151,7 @@ def _answer_columns(ready: bool) -> RunPanel:
                        **dict.fromkeys(LIVE_ROUND_PROPS, ""))
         rounds = gr.HTML(elem_id="rounds", js_on_load=ROUND_CLICKS)
     with gr.Column(scale=3, min_width=260, elem_id="run-context"):
-        gr.Markdown("#### Context sent to the model")
+        gr.Markdown("## Context sent to the model")
         context = gr.HTML(render_context(None, ImageUrls()), elem_id="context-panel")
     return RunPanel(status, answer, final_image, final_masks, downloads, correct_run, live, rounds, context)
 
@@ -157,6 +160,9 @@ def _wire_run_tab(handlers: Handlers, settings: AppSettings, slot: gr.State, tic
                   panel: RunPanel) -> None:
     """Run (answered at once, then queued), the trace download after it, Stop, and the rounds' "Context sent"."""
     status, downloads = panel.status, panel.downloads
+    # a photo the app does not take is refused as soon as it is uploaded
+    inputs.image.upload(handlers.uploaded, inputs=[inputs.image], outputs=[status, inputs.image], queue=False,
+                        show_progress="hidden", api_visibility="private")
     inputs.run_button.click(None, js=SHOW_ANSWER_COLUMN)
     # The first step answers at once (outside the queue), so a user waiting for the model sees why; it
     # numbers the press, so a later Run replaces an earlier one and Stop can withdraw one still queued.

@@ -20,6 +20,18 @@ def photo_limit(max_pixels: int) -> str:
     return f"{max_pixels / 1e6:g} megapixels (such as {width}x{max_pixels // width})"
 
 
+def load_photo(image: Any, max_pixels: int) -> Any:
+    """``image`` (an upload's path or any ``images.load_image`` source) loaded as a run takes it, within the app's
+    limit of ``max_pixels``; messages name an upload by its own file name.
+
+    Raises:
+        InputError: a photo the app does not take (what ``images.load_image`` refuses), saying why and what to do.
+    """
+    name = file_name_of(image) if isinstance(image, str) else None  # never the server's temporary path
+    return load_image(image, max_pixels=max_pixels, name=name,
+                      limit_advice=f"this app takes photos up to {photo_limit(max_pixels)}: downscale it")
+
+
 def space_note(max_rounds: int, max_image_pixels: int) -> str:
     """What a ZeroGPU Space's visitor is told about GPU time (``ui.settings.SPACE_DEFAULTS``)."""
     return (f"On this Space every model call asks ZeroGPU for its own few seconds of GPU. Runs default to "
@@ -45,8 +57,6 @@ def start_run(factory: AgentFactory, image: Any, query: str, max_rounds: Any, sc
         ) from None
     agent = factory.new_agent(rounds, threshold)
     name = file_name_of(image) if isinstance(image, str) else None  # never the server's temporary path
-    cap = factory.settings.max_image_pixels
-    photo = load_image(image, max_pixels=cap, name=name,
-                       limit_advice=f"this app takes photos up to {photo_limit(cap)}: downscale it")
+    photo = load_photo(image, factory.settings.max_image_pixels)
     return agent.start(photo, query or "", image_name=name,
                        image_file=photo_file_of(image))  # the trace keeps the upload as given
