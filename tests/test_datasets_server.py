@@ -99,7 +99,7 @@ class OneSlotServer(CountingServer):
         self.refused = 0
         self.slot_taken = False
         self.first_refusal = threading.Event()
-        super().__init__(expected=1)
+        super().__init__(expected=10**9)  # never "all open": the first answer waits for a refusal (all_open below)
         outer = self
         answer = self.httpd.RequestHandlerClass.do_POST
 
