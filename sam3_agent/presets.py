@@ -8,6 +8,9 @@ Presets:
   tests and demos of the code paths. Random weights: their masks and text mean nothing.
 
 Any preset can take a scripted VLM (``script``): the responses replay in order, SAM 3 still runs.
+
+Slightly over 400 lines: it is the one place that assembles every wing into backends; the point-prompt part at its end
+(``build_point_segmenter``) is the piece to move out next (tests patch its names here).
 """
 
 from __future__ import annotations
