@@ -57,7 +57,7 @@ def test_a_trace_with_300_masks_in_one_set_loads_and_renders_in_inspect(three_hu
     inspect = InspectHandlers(warnings.append)
     state, message, _, _, final_image, final_masks = inspect.load_trace(three_hundred_masks_zip)
     assert warnings == [] and "Done: 100 masks selected after 2 rounds" in message
-    assert final_image is not None and final_masks.count("<tr data-mask=") == 100
+    assert final_image["visible"] is True and final_image["value"] is not None and final_masks.count("<tr data-mask=") == 100
     round_html, _, timeline = inspect.show_round(state, 1)
     assert "found masks: 300" in round_html and timeline.count('<tr class="timeline-') == 2
 

@@ -426,7 +426,7 @@ def test_a_saved_trace_steps_round_by_round_with_the_same_views(tmp_path, saved_
     assert len(inspect.loaded(state).rounds) == 4
     assert "Query: &#x27;the child on the left&#x27;. Done: 1 mask selected after 4 rounds. VLM: scripted." in message
     assert number == 1 and navigation == {"__type__": "update", "visible": True}
-    assert final_image.size == (512, 512) and '<tr data-mask="1">' in final_masks
+    assert final_image["visible"] is True and final_image["value"].size == (512, 512) and '<tr data-mask="1">' in final_masks
     round_html, context_html, timeline = inspect.show_round(state, 3)
     assert '<section class="round" data-round="3">' in round_html
     assert '<details class="reasoning" open>' in round_html  # a trace is read: reasoning open
@@ -468,8 +468,9 @@ def test_a_round_number_outside_the_trace_is_a_message_not_an_error(tmp_path, sa
 
 
 def test_the_empty_inspect_tab_hides_the_round_navigation(tmp_path):
-    state, message, number, navigation, *_ = make_handlers(tmp_path).inspect.load_trace(None)
+    state, message, number, navigation, final_image, _ = make_handlers(tmp_path).inspect.load_trace(None)
     assert state is None and navigation == {"__type__": "update", "visible": False}
+    assert final_image == {"__type__": "update", "value": None, "visible": False}  # no empty "Final masks" frame
     assert "Upload a trace .zip saved by this app" in message
 
 
@@ -479,7 +480,7 @@ def test_a_one_round_trace_steps_nowhere(tmp_path):
     state, message, number, navigation, final_image, final_masks = handlers.inspect.load_trace(downloads[1])
     assert len(handlers.inspect.loaded(state).rounds) == 1 and "No mask: the model reported that nothing matches" in message
     assert handlers.inspect.step_round(state, 1, 1) == 1 and handlers.inspect.step_round(state, 1, -1) == 1
-    assert final_image is None and "No final masks." in final_masks
+    assert final_image == {"__type__": "update", "value": None, "visible": False} and "No final masks." in final_masks
     assert "There is no round 2: this trace has round 1." in handlers.inspect.show_round(state, 2)[0]
 
 

@@ -183,9 +183,11 @@ def test_stop_ends_a_run_while_it_streams_and_keeps_its_trace(page, finished_run
 def test_a_downloaded_trace_steps_through_the_same_rounds_in_the_inspection_tab(page, finished_run):
     show_tab(page, "Inspect a trace", "#trace-file")
     expect(page.locator("#round-nav")).to_be_hidden()  # nothing to step through yet
+    expect(page.locator("#inspect-final-overlay")).to_be_hidden()  # and no empty "Final masks" frame
     trace_path, live_texts = finished_run
     page.set_input_files("#trace-file input[type=file]", str(trace_path))
     expect(page.locator('#inspect-round section.round[data-round="1"]')).to_be_visible()
+    expect(page.locator("#inspect-final-overlay img")).to_be_visible()  # the trace's final overlay once loaded
     # the same round, with its reasoning open here (a trace is read, not watched)
     expect(page.locator("#inspect-round .reasoning-text")).to_be_visible()
     assert round_facts(page, "#inspect-round section.round") == live_texts[0]

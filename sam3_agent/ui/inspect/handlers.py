@@ -95,7 +95,8 @@ class InspectHandlers:
     def load_trace(self, path: str | None, previous: str | None = None, request: gr.Request | None = None
                    ) -> tuple[str | None, str, Any, Any, Image.Image | None, str]:
         """Load an uploaded trace .zip or bundle .zip; returns (its key in the store, message, round number, round
-        navigation (shown only with a trace), final overlay, final masks). The tab's ``previous`` trace is dropped.
+        navigation (shown only with a trace), final overlay (an update: shown only when the trace has one, so no empty
+        "Final masks" frame shows before a trace is loaded), final masks). The tab's ``previous`` trace is dropped.
 
         A malformed or oversized file gives a clear message (and a warning) instead of a state.
         """
@@ -103,7 +104,7 @@ class InspectHandlers:
         if isinstance(previous, str):
             self.store.drop(previous)
         if not path:
-            return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, None, ""
+            return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, gr.update(value=None, visible=False), ""
         try:
             with reading("the uploaded file"):  # any fault while reading it becomes the project's message
                 trace = trace_from_upload(path, self.limits)  # a trace .zip or a bundle .zip, read within bounds
@@ -112,15 +113,16 @@ class InspectHandlers:
         except (TraceFormatError, InputError) as error:
             message = sentence(f"Cannot read this trace: {error}")
             self.warn(message)
-            return None, render_status(StatusLine("error", message)), 1, hidden, None, ""
+            return None, render_status(StatusLine("error", message)), 1, hidden, gr.update(value=None, visible=False), ""
         line = final_status_line(trace)
         text = f"Query: {trace.query!r}. {line.text} VLM: {model_name(trace.settings.get('vlm_model') or trace.settings.get('vlm'))}."
         if trace.edits:
             count = len(trace.edits)
             text += (f" {count} hand correction{'s' if count != 1 else ''} saved with it: press 'Correct this trace' "
                      "to see them and go on editing.")
+        overlay = final_image(trace)
         return (key, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
-                final_image(trace), render_final_masks(final_mask_rows(trace.final_masks)))
+                gr.update(value=overlay, visible=overlay is not None), render_final_masks(final_mask_rows(trace.final_masks)))
 
     def show_round(self, key: str | None, number: float | None) -> tuple[str, str, str]:
         """(round view, context panel, timeline) of round ``number`` (1-based) of the loaded trace.

@@ -34,7 +34,7 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
                                      file_types=[".zip"], type="filepath", elem_id="trace-file")
                 message = gr.HTML(render_status(StatusLine("idle", INSPECT_EMPTY)), elem_id="inspect-status", js_on_load=LIVE_STATUS_JS)
                 final_image = gr.Image(label="Final masks", format="png", interactive=False,
-                                       elem_id="inspect-final-overlay", height=300)
+                                       elem_id="inspect-final-overlay", height=300, visible=False)
                 final_masks = gr.HTML(elem_id="inspect-final-masks")
                 correct_button = gr.Button("Correct this trace", elem_id="correct-inspect-btn")
             with gr.Column(scale=6, min_width=360):
