@@ -93,18 +93,18 @@ class InspectHandlers:
         self.store.drop_owner(owner)
 
     def load_trace(self, path: str | None, previous: str | None = None, request: gr.Request | None = None
-                   ) -> tuple[str | None, str, Any, Any, Image.Image | None, str]:
+                   ) -> tuple[str | None, str, Any, Any, Any, str]:
         """Load an uploaded trace .zip or bundle .zip; returns (its key in the store, message, round number, round
         navigation (shown only with a trace), final overlay (an update: shown only when the trace has one, so no empty
         "Final masks" frame shows before a trace is loaded), final masks). The tab's ``previous`` trace is dropped.
 
         A malformed or oversized file gives a clear message (and a warning) instead of a state.
         """
-        hidden = gr.update(visible=False)
+        hidden, no_overlay = gr.update(visible=False), gr.update(value=None, visible=False)
         if isinstance(previous, str):
             self.store.drop(previous)
         if not path:
-            return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, gr.update(value=None, visible=False), ""
+            return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, no_overlay, ""
         try:
             with reading("the uploaded file"):  # any fault while reading it becomes the project's message
                 trace = trace_from_upload(path, self.limits)  # a trace .zip or a bundle .zip, read within bounds
@@ -113,7 +113,7 @@ class InspectHandlers:
         except (TraceFormatError, InputError) as error:
             message = sentence(f"Cannot read this trace: {error}")
             self.warn(message)
-            return None, render_status(StatusLine("error", message)), 1, hidden, gr.update(value=None, visible=False), ""
+            return None, render_status(StatusLine("error", message)), 1, hidden, no_overlay, ""
         line = final_status_line(trace)
         text = f"Query: {trace.query!r}. {line.text} VLM: {model_name(trace.settings.get('vlm_model') or trace.settings.get('vlm'))}."
         if trace.edits:
