@@ -4,7 +4,9 @@ Run by an interpreter that has ``sam3`` 0.1.4 installed (its own venv; nothing o
 ``PYTHON sam3_agent/bench/reference_loop.py --case W H N`` prints ``{"cpu": seconds}``, the best of ``--repeat``
 runs of ``sam3.agent.inference.run_single_image_inference`` (its agent loop and everything it writes) with a
 zero-cost SAM 3 (``set_image`` / ``set_text_prompt`` hand over the scene's masks, computed before timing) and a
-replayed VLM (both phrases, examine, select every mask; the verifier accepts).
+replayed VLM (both phrases, examine, select every mask; the verifier accepts). With ``--requests DIR`` it runs once
+and writes every request the loop sent to its VLM into ``DIR/requests.json`` (messages as the loop built them, each
+image path replaced by a copy named by its content, in ``DIR``), which ``bench.tokens`` counts.
 
 The wheel's package ``__init__`` builds the model (and needs packages the agent loop does not); the loop is
 imported without it. The wheel ships no prompt files: placeholders are written beside it (the replayed VLM
@@ -16,10 +18,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
 import importlib.util
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -37,6 +41,7 @@ else:  # run as a file by the reference's own interpreter (see above): load the 
     PHRASES, QUERY, detections, photo_file = _scene.PHRASES, _scene.QUERY, _scene.detections, _scene.photo_file
 
 CHECK_PROMPT = "placeholder verification system prompt"
+MAIN_PROMPT = "placeholder system prompt"
 
 
 def load_reference() -> types.ModuleType:
@@ -49,13 +54,18 @@ def load_reference() -> types.ModuleType:
     sys.modules["sam3"] = package
     prompts = Path(package.__path__[0]) / "agent" / "system_prompts"
     prompts.mkdir(exist_ok=True)
-    for name, text in (("system_prompt.txt", "placeholder system prompt"),
+    for name, text in (("system_prompt.txt", MAIN_PROMPT),
                        ("system_prompt_iterative_checking.txt", CHECK_PROMPT)):
         if not (prompts / name).exists():
             (prompts / name).write_text(text)
     import sam3.agent.inference as inference
 
+    global _CHECK_TEXT
+    _CHECK_TEXT = (prompts / "system_prompt_iterative_checking.txt").read_text().strip()  # as the loop reads it
     return inference
+
+
+_CHECK_TEXT = CHECK_PROMPT  # the verification system prompt the loop sends (a placeholder unless real files exist)
 
 
 class FakeProcessor:
@@ -86,7 +96,7 @@ def answers_for(width: int, height: int, count: int) -> dict:
 
 def replay(count: int, messages: list) -> str:
     """The same script as ``nonmodel_run.ReplayVLM``, read from the reference's message dicts."""
-    if messages[0]["content"] == CHECK_PROMPT:
+    if messages[0]["content"] == _CHECK_TEXT:
         return "<think>ok</think><verdict>Accept</verdict>"
     calls = []
     for message in messages:
@@ -104,10 +114,46 @@ def replay(count: int, messages: list) -> str:
     return f"<think>ok</think><tool>{json.dumps(step)}</tool>"
 
 
+class RequestLog:
+    """Every request the loop sends, in order, with its images copied into ``folder`` under content names (the
+    loop overwrites some of its files from one phrase to the next)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.requests: list[list[dict]] = []
+
+    def _copy(self, path: str) -> str:
+        data = Path(path).read_bytes()
+        name = hashlib.sha256(data).hexdigest()[:16] + Path(path).suffix.lower()
+        if not (self.folder / name).exists():
+            shutil.copyfile(path, self.folder / name)
+        return name
+
+    def record(self, messages: list) -> None:
+        request = []
+        for message in messages:
+            content = message["content"]
+            if isinstance(content, list):
+                content = [{"type": "image", "image": self._copy(c["image"])} if c.get("type") == "image" else dict(c)
+                           for c in content]
+            request.append({"role": message["role"], "content": content})
+        self.requests.append(request)
+
+    def replay(self, count: int, messages: list) -> str:
+        self.record(messages)
+        return replay(count, messages)
+
+    def write(self) -> None:
+        (self.folder / "requests.json").write_text(json.dumps(
+            {"main_prompt_placeholder": MAIN_PROMPT, "check_prompt_placeholder": CHECK_PROMPT,
+             "requests": self.requests}))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--case", type=int, nargs=3, metavar=("W", "H", "MASKS"), required=True)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--requests", type=Path, help="run once and write every request sent to the VLM here")
     args = parser.parse_args()
     width, height, count = args.case
     inference = load_reference()
@@ -118,16 +164,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sam3_reference_") as tmp:
         photo = Path(tmp) / "photo.jpg"
         photo.write_bytes(photo_file(width, height))
-        for run in range(args.repeat):
+        log = RequestLog(args.requests) if args.requests else None
+        for run in range(1 if log else args.repeat):
             out = Path(tmp) / f"run{run}"
             service = functools.partial(call_sam_service, FakeProcessor(answers))
+            vlm = functools.partial(log.replay if log else replay, count)
             started = time.process_time()
             with contextlib.redirect_stdout(io.StringIO()):
-                inference.run_single_image_inference(str(photo), QUERY, {"name": "replay"},
-                                                     functools.partial(replay, count), service, str(out))
+                inference.run_single_image_inference(str(photo), QUERY, {"name": "replay"}, vlm, service, str(out))
             best = min(best, time.process_time() - started)
             if not any(out.glob("*_pred.json")):
                 raise SystemExit("the reference run wrote no prediction: it did not finish")
+        if log:
+            log.write()
     sys.stdout.write(json.dumps({"cpu": best}) + "\n")
     return 0
 

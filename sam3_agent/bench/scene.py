@@ -15,12 +15,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from pathlib import Path
+
 import numpy as np
 from PIL import Image
 
-from ..package_files import ASSETS_DIR
-
-ASSETS = ASSETS_DIR
+# The package's assets folder, found by path: the reference's interpreter loads this module as a file, where a
+# relative import (``..package_files``) has no package to resolve against.
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
 PHRASES = ("object", "thing")
 QUERY = "every object"
 DUPLICATE_EVERY = 5  # every fifth blob also comes as a near-duplicate the overlap filter drops
