@@ -18,3 +18,8 @@ DEFAULT_MAX_PIXELS = 1280 * 28 * 28
 MAX_IMAGE_PIXELS = 64_000_000  # decompression-bomb cap on an input photo (pixels); configurable per call
 DEFAULT_SCORE_THRESHOLD = 0.5  # SAM 3 detection score cut of segment_phrase: the reference agent's default
 DEFAULT_VERIFY_BATCH_SIZE = 8  # masks verified per batch; the tool's usual 1-10 masks take one or two batches
+# Masks per call of examine_each_mask with in_groups. Eight, because the answer must hold a line per mask
+# ("Mask 12: <verdict>Accept</verdict>", about 12 tokens) after its reasoning within the verification token budget
+# (256 on a ZeroGPU Space): 8 lines leave ~160 tokens to reason, 16 would leave ~60; and 8 masks keep their labels
+# at full size (the overlay shrinks labels above 20) in 8 clearly different colours.
+VERIFY_GROUP_SIZE = 8

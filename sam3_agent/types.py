@@ -47,7 +47,8 @@ class ContextRecord:
 
 @dataclass(frozen=True)
 class MaskVerdict:
-    """The verification of one mask by an isolated VLM call (``examine_each_mask``).
+    """The verification of one mask by an isolated VLM call (``examine_each_mask``), of this mask alone or of a
+    group of masks shown together in one view (``examine_each_mask`` with ``in_groups``).
 
     Attributes:
         mask_number: 1-based number of the mask in the rendering the model saw.
@@ -56,12 +57,17 @@ class MaskVerdict:
             verdict even after one correction, ``"error"`` when the verification call failed (a backend
             fault: out of memory, server error...); in both cases the mask is kept and the main model
             decides.
-        outputs: raw outputs of the verification call(s), first try first.
-        mask_view: the image with only this mask drawn.
-        zoom_view: the zoomed view (crop next to crop with the mask drawn).
+        outputs: raw outputs of the verification call(s), first try first (a group's outputs: the same for each of
+            its masks).
+        mask_view: the image with this mask drawn: the photo with only this mask (``MaskView`` kinds ``"mask"``,
+            before renderer 3, or ``"locate"``), or a group's view with its masks numbered (``"group"``).
+        zoom_view: the close-up (crop next to crop with the mask drawn: ``"zoom"`` or ``"closeup"``); ``None`` for a
+            mask verified in a group (the group's call has no close-up).
         prompt_tokens: tokens of the (last) verification request, when known.
-        seconds: wall time of the verification of this mask.
+        seconds: wall time of the verification of this mask (a batch's or a group's wall time shared equally).
         error: what failed, for ``source == "error"`` (else ``None``).
+        group: the numbers of the masks verified together with this one in one call, this one included, in the order
+            the call named them; ``()`` when it was verified alone.
     """
 
     mask_number: int
@@ -69,10 +75,11 @@ class MaskVerdict:
     source: Literal["model", "fallback", "error"]
     outputs: tuple[str, ...]
     mask_view: ImagePart
-    zoom_view: ImagePart
+    zoom_view: ImagePart | None
     prompt_tokens: int | None = None
     seconds: float = 0.0
     error: str | None = None
+    group: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

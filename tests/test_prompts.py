@@ -13,7 +13,7 @@ import pytest
 from sam3_agent.agent.parsing import parse_response
 from sam3_agent.agent.prompts import DEFAULT_PROMPTS_DIR, FEEDBACK_FIELDS, PromptError, Prompts, load_prompts
 from sam3_agent.agent.tool_specs import TOOL_SPECS
-from sam3_agent.agent.verdicts import parse_verdict
+from sam3_agent.agent.verdicts import parse_group_verdicts, parse_verdict
 
 # The keys and fields the code relies on, written out here as the specification.
 EXPECTED_FIELDS: dict[str, set[str]] = {
@@ -59,6 +59,11 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "verify_candidate": {"mask_number"},
     "verify_retry": set(),
     "verify_truncated": {"limit"},
+    "examine_in_groups": {"size", "groups"},
+    "verify_group_user": {"query"},
+    "verify_group_candidates": {"numbers", "example"},
+    "verify_group_retry": {"numbers", "example"},
+    "verify_group_truncated": {"limit", "numbers", "example"},
 }
 
 TOOL_NAMES = set(TOOL_SPECS)
@@ -124,10 +129,20 @@ def test_main_prompt_shows_how_to_select_many_masks_with_a_range(prompts):
 # ---------------------------------------------------------------- verification prompt
 
 
-def test_verify_prompt_shows_both_verdict_tags(prompts):
+def test_verify_prompt_shows_both_verdict_tags_then_the_group_form(prompts):
     tags = re.findall(r"<verdict>\w+</verdict>", prompts.verify_system)
-    assert tags == ["<verdict>Accept</verdict>", "<verdict>Reject</verdict>"]
-    assert [parse_verdict(tag) for tag in tags] == [("accept", None), ("reject", None)]
+    assert tags == ["<verdict>Accept</verdict>", "<verdict>Reject</verdict>"] * 2
+    assert [parse_verdict(tag) for tag in tags[:2]] == [("accept", None), ("reject", None)]
+    group_example = prompts.verify_system[prompts.verify_system.index("For a group"):]
+    assert parse_group_verdicts("<think>x</think>" + group_example, [7, 8]) == {7: ("accept", None), 8: ("reject", None)}
+
+
+@pytest.mark.parametrize("key", ["verify_group_candidates", "verify_group_retry", "verify_group_truncated"])
+def test_group_requests_show_a_line_the_group_reader_reads_for_the_masks_named(prompts, key):
+    text = prompts.format(key, numbers="12 and 13", example=12, limit="64 tokens")
+    assert "masks 12 and 13" in text
+    example = text[text.index("Mask 12:"):].split(" or ")[0]
+    assert parse_group_verdicts("<think>x</think>" + example, [12]) == {12: ("accept", None)}
 
 
 @pytest.mark.parametrize("key", ["verify_retry", "verify_truncated"])

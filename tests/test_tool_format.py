@@ -53,9 +53,10 @@ def test_the_function_schema_is_built_from_the_registry_and_the_prompts_tool_par
     assert SCHEMAS[2]["function"]["parameters"]["properties"]["final_answer_masks"]["items"] == {
         "type": ["integer", "string"]}
     assert SCHEMAS[3]["function"]["parameters"] == {"type": "object", "properties": {}, "required": []}
-    # examine_each_mask's masks is optional: offered, not required
+    # examine_each_mask's masks and in_groups are optional: offered, not required; in_groups is a JSON boolean
     examine = SCHEMAS[1]["function"]["parameters"]
-    assert list(examine["properties"]) == ["masks"] and examine["required"] == []
+    assert list(examine["properties"]) == ["masks", "in_groups"] and examine["required"] == []
+    assert examine["properties"]["in_groups"]["type"] == "boolean"
 
 
 def test_the_native_prompt_keeps_the_guidance_and_drops_the_reference_syntax():

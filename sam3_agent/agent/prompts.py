@@ -3,7 +3,7 @@
 The texts live in files so they can be read and edited without touching code:
 
 - ``main_system.md``: system prompt of the main model (format, tools, how to work);
-- ``verify_system.md``: system prompt of the isolated per-mask verification call;
+- ``verify_system.md``: system prompt of the isolated verification calls (one mask, or a group of masks);
 - ``feedback.toml``: every text sent back to a model, as ``str.format`` templates.
 
 ``FEEDBACK_FIELDS`` lists the keys the code uses and the fields it fills in for each; loading
@@ -73,11 +73,16 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "examine_result_named": ("examined", "kept", "total", "not_examined"),
         "examine_unchecked": ("numbers",),
         "examine_unclear": ("numbers",),
+        "examine_in_groups": ("size", "groups"),
         "examine_all_rejected": ("total",),
         "verify_user": ("query",),
         "verify_candidate": ("mask_number",),
         "verify_retry": (),
         "verify_truncated": ("limit",),
+        "verify_group_user": ("query",),
+        "verify_group_candidates": ("numbers", "example"),
+        "verify_group_retry": ("numbers", "example"),
+        "verify_group_truncated": ("limit", "numbers", "example"),
     }.items()
 }
 

@@ -30,7 +30,8 @@ REPLY_HEADING = "# How to reply"
 NATIVE_REPLY_FILE = "native_reply.md"  # in prompts/: what the native prompt says instead of the reply section
 
 
-_JSON_TYPES = {"string": {"type": "string"}, "array<integer>": {"type": "array", "items": {"type": ["integer", "string"]}}}
+_JSON_TYPES = {"string": {"type": "string"}, "array<integer>": {"type": "array", "items": {"type": ["integer", "string"]}},
+               "boolean": {"type": "boolean"}}
 _EXAMPLE = re.compile(r"<tool>(.*?)</tool>", re.DOTALL)
 _TOOL_PARAGRAPH = r"\*\*{name}\*\*: (.*?)(?:\n\n|\Z)"
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ParameterSpec:
-    """One parameter of a tool: its name, JSON type (``"string"`` or ``"array<integer>"``) and whether a call
-    must give it (an optional one changes what the tool does when given: ``examine_each_mask``'s ``masks``)."""
+    """One parameter of a tool: its name, JSON type (``"string"``, ``"array<integer>"`` or ``"boolean"``) and whether
+    a call must give it (an optional one changes what the tool does when given: ``examine_each_mask``'s ``masks``
+    and ``in_groups``)."""
 
     name: str
     json_type: str
@@ -46,7 +47,8 @@ class ToolSpec:
         return " or ".join(self._call_text(form) for form in forms)
 
     def _call_text(self, parameters: tuple[ParameterSpec, ...]) -> str:
-        params = ", ".join(f'"{p.name}": ' + ('"..."' if p.json_type == "string" else "[1, 2]") for p in parameters)
+        example = {"string": '"..."', "boolean": "true"}
+        params = ", ".join(f'"{p.name}": ' + example.get(p.json_type, "[1, 2]") for p in parameters)
         return f'{{"name": "{self.name}", "parameters": {{{params}}}}}'
 
 
@@ -62,7 +64,9 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         ToolSpec(
             "examine_each_mask",
             (ParameterSpec("masks", "array<integer>", "only these masks are checked (numbers or ranges \"A-B\"); "
-                           "the others are kept unchecked", required=False),),
+                           "the others are kept unchecked", required=False),
+             ParameterSpec("in_groups", "boolean", "true: check the masks several at a time, each group in one view "
+                           "(far fewer checks for many masks, each less close)", required=False)),
             ends_run=False,
             replaces_masks=True,
         ),

@@ -20,8 +20,9 @@ from PIL import Image
 from ..events import Event
 from ..imaging.postprocess import postprocess_masks
 from ..imaging.views import MaskView, view_part
+from ..limits import VERIFY_GROUP_SIZE
 from ..mask_set import Masks
-from ..messages import Message, TextPart, ToolCall
+from ..messages import ImagePart, Message, TextPart, ToolCall
 from ..sam.segmenter import Segmenter
 from ..types import MaskVerdict, ToolResult
 from ..vlm.base import VLM
@@ -30,6 +31,7 @@ from .context import tried_phrases
 from .prompts import Prompts
 from .tool_specs import TOOL_SPECS
 from .verify import RunCancelled, verify_masks
+from .verify_groups import verify_in_groups
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +123,9 @@ def check_parameters(call: ToolCall) -> None:
                 )
             if not value.strip():
                 raise CallError("empty_parameter", tool=call.name, parameter=parameter.name, schema=schema)
+        elif parameter.json_type == "boolean" and not isinstance(value, bool):
+            raise CallError("wrong_type", tool=call.name, parameter=parameter.name, expected="true or false",
+                            schema=schema)
 
 
 MASK_RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")  # "5-9": masks 5 to 9, both included
@@ -216,7 +221,8 @@ class Tools:
                 named = None
                 if "masks" in call.parameters:  # verify only these; the others stay, unchecked
                     named = sorted(check_mask_numbers(call.parameters["masks"], len(current), "masks"))
-                return (yield from self._examine(state, round_index, stop, named))
+                in_groups = call.parameters.get("in_groups", False)
+                return (yield from self._examine(state, round_index, stop, named, in_groups))
             if call.name == "select_masks_and_return":
                 current = self._require_masks(call.name, state)
                 numbers = check_mask_numbers(call.parameters["final_answer_masks"], len(current))
@@ -280,13 +286,16 @@ class Tools:
         return self.prompts.format("phrase_cut", limit=limit, phrase=phrase, read=read) + "\n\n"
 
     def _examine(
-        self, state: ToolState, round_index: int, stop: threading.Event | None, named: list[int] | None
+        self, state: ToolState, round_index: int, stop: threading.Event | None, named: list[int] | None,
+        in_groups: bool = False,
     ) -> Generator[Event, None, ToolOutcome]:
-        """Verify the current masks (or only the ``named`` ones, ascending); keep those not rejected, in order."""
+        """Verify the current masks (or only the ``named`` ones, ascending), one call per mask or ``in_groups``
+        (``verify_groups``); keep those not rejected, in order."""
         masks = state.masks
         if masks is None:  # checked by the caller; keeps the type checker honest
             raise CallError("no_masks_yet", tool="examine_each_mask")
-        verdicts = yield from verify_masks(
+        verifier = verify_in_groups if in_groups else verify_masks
+        verdicts = yield from verifier(
             self.verifier,
             self.prompts,
             state.image,
@@ -304,12 +313,17 @@ class Tools:
         state.masks = survivors
         if not kept:
             text = self.prompts.format("examine_all_rejected", total=len(masks))
-            reply = Message("user", (TextPart(text),))
             summary = f"kept 0 of {len(masks)} mask(s)"
         else:
-            overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors))
             text, summary = self._examine_text([by_number.get(n) for n in kept], len(masks), named)
-            reply = Message("user", (TextPart(text), overlay))
+        if in_groups:  # said to the model and in the summary: the check was coarser than one call per mask
+            groups = len({v.group for v in verdicts})
+            text += "\n" + self.prompts.format("examine_in_groups", size=VERIFY_GROUP_SIZE, groups=groups)
+            summary += f"; checked in {groups} group(s) of up to {VERIFY_GROUP_SIZE}"
+        parts: tuple[TextPart | ImagePart, ...] = (TextPart(text),)
+        if kept:
+            parts += (view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors)),)
+        reply = Message("user", parts)
         return ToolOutcome(ToolResult(reply, survivors, verdicts=tuple(verdicts), summary=summary))
 
     def _examine_text(

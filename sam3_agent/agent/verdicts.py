@@ -17,6 +17,12 @@ The rules, in the order they apply (README "How model replies are read" says the
 - Two tags joined only by "or" ("<verdict>Accept</verdict> or <verdict>Reject</verdict>", an echo of the
   instruction) are ambiguous.
 
+A group's answer (several masks checked in one call, ``parse_group_verdicts``) gives one line per mask, ``Mask 12:
+<verdict>Accept</verdict>``: each line that starts with "Mask N" opens mask N's statement, which runs to the next
+such line and is read by the rules above. Every mask named must get exactly one statement: a mask with none is
+missing, a mask with two or more (even if they agree) is unclear, and statements about masks not in the group are
+ignored.
+
 Hand-written: no library reads English negation; these few regular expressions are the whole grammar.
 Everything here is a pure function of the text.
 """
@@ -24,6 +30,7 @@ Everything here is a pure function of the text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 from .reasoning import THINK_OPEN, split_reasoning
@@ -75,6 +82,44 @@ def parse_verdict(
     if reading in ("accept", "reject"):
         return reading, None
     return None, f"{reading}_verdict"
+
+
+_GROUP_LINE = re.compile(r"^[ \t>*_#-]*mask\s*#?\s*(\d+)\b", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_group_verdicts(
+    text: str, numbers: Sequence[int], finish_reason: str = "stop", starts_in_reasoning: bool = False
+) -> dict[int, tuple[VerdictWord | None, str | None]]:
+    """Read a group verification answer: one verdict per mask of ``numbers`` (rules in the module docstring).
+
+    Returns:
+        For each number of ``numbers``: ``(verdict, None)``, or ``(None, reason)`` with the reasons of
+        ``parse_verdict`` (a reply that ended inside its reasoning gives every mask ``"truncated"`` or
+        ``"unclosed_think"``), ``"missing_verdict"`` for a mask without a line, and ``"duplicate_verdict"`` for a
+        mask with more than one.
+    """
+    split = split_reasoning(text)
+    if split is not None:
+        text = split[1]
+    elif starts_in_reasoning or THINK_OPEN in text or finish_reason == "length":
+        reason = "truncated" if finish_reason == "length" else "unclosed_think"
+        return {n: (None, reason) for n in numbers}
+    lines = list(_GROUP_LINE.finditer(text))
+    statements: dict[int, list[str]] = {}
+    for i, line in enumerate(lines):
+        end = lines[i + 1].start() if i + 1 < len(lines) else len(text)
+        statements.setdefault(int(line.group(1)), []).append(text[line.end() : end])
+    read: dict[int, tuple[VerdictWord | None, str | None]] = {}
+    for number in numbers:
+        found = statements.get(number, [])
+        reading = _last_reading(found[0]) if len(found) == 1 else None
+        if len(found) > 1:
+            read[number] = (None, "duplicate_verdict")
+        elif reading in ("accept", "reject"):
+            read[number] = (reading, None)  # type: ignore[assignment]
+        else:
+            read[number] = (None, "missing_verdict" if reading is None else f"{reading}_verdict")
+    return read
 
 
 def _last_reading(text: str) -> Reading | None:

@@ -1,9 +1,11 @@
 """Per-mask verification for ``examine_each_mask``: one isolated VLM call per mask (every mask, or the ones named).
 
-Each call has its own system prompt and three images: the raw image (followed by the query), the image
-with only that mask drawn, and a zoomed view (the region around the mask's box, plain and with the mask
-drawn), then the mask's number; what comes before the mask's own views is the same for every mask.
-These calls never enter the main conversation.
+Each call has its own system prompt and three images: the raw image (followed by the query), the whole image
+small with only that mask drawn (``verify_views.render_locate_view``), and a close-up (the region around the
+mask's box, plain and with the mask drawn: ``render_closeup_view``), then the mask's number; what comes before the
+mask's own views is the same for every mask, and the mask's own views are drawn at the size the processor uses
+(about 500 tokens together, whatever the photo's size). These calls never enter the main conversation, and no call
+sees another mask's views or verdict. (Several masks in one call: ``verify_groups``.)
 
 A mask whose verification call fails for a backend reason (out of memory, a server error, an image
 the processor refuses) gets a verdict with ``source="error"``: the mask is kept, the failure is
@@ -26,7 +28,7 @@ from PIL import Image
 
 from ..errors import BackendError
 from ..events import Event, MaskVerdictReady
-from ..imaging.views import MaskView, render_mask_views
+from ..imaging.views import MaskView, view_part
 from ..mask_set import Masks
 from ..messages import Generation, ImagePart, Message, TextPart
 from ..types import MaskVerdict
@@ -46,7 +48,7 @@ def verification_messages(
     prompts: Prompts, image: Image.Image, query: str, mask_view: ImagePart, zoom_view: ImagePart, mask_number: int
 ) -> list[Message]:
     """The isolated conversation that verifies one mask: the system prompt, then one user message holding the raw
-    image, the query (with what the next images are), the mask view, the zoom view and the mask's number.
+    image, the query (with what the next images are), the mask's locate view, its close-up and its number.
 
     Everything up to the mask view is the same for every mask of one round, so a batch of verifications (or a
     prefix cache) computes it once; only the two views and a short question are each mask's own."""
@@ -65,7 +67,12 @@ def verification_messages(
     ]
 
 
-def _checked(generation: Generation) -> Generation:
+def checked_generation(generation: Generation) -> Generation:
+    """``generation``, unless the user stopped the run while it was made.
+
+    Raises:
+        RunCancelled: its finish reason is ``"cancelled"``.
+    """
     if generation.finish_reason == "cancelled":
         raise RunCancelled()
     return generation
@@ -154,13 +161,12 @@ def verify_masks(
 
 
 def _views(image: Image.Image, masks: Masks, round_index: int, number: int) -> tuple[ImagePart, ImagePart]:
-    """The mask view and zoom view of mask ``number``, as derived parts: the trace keeps their recipes, and
+    """The locate view and close-up of mask ``number``, as derived parts: the trace keeps their recipes, and
     their pixels live only while something reads them (``messages.RENDERED_VIEWS``)."""
     index = number - 1
-    mask_pixels, zoom_pixels = render_mask_views(image, masks, index)
     return (
-        ImagePart(mask_pixels, f"round{round_index}_mask{number}_view", MaskView("mask", image, masks, index)),
-        ImagePart(zoom_pixels, f"round{round_index}_mask{number}_zoom", MaskView("zoom", image, masks, index)),
+        view_part(f"round{round_index}_mask{number}_view", MaskView("locate", image, masks, index)),
+        view_part(f"round{round_index}_mask{number}_zoom", MaskView("closeup", image, masks, index)),
     )
 
 
@@ -190,11 +196,11 @@ def _verify_one(
     conversation = verification_messages(prompts, image, query, views[0], views[1], number)
     outputs: list[Generation] = []
     try:
-        first = _checked(generate(vlm, conversation, max_new_tokens=max_new_tokens, stop=stop))
+        first = checked_generation(generate(vlm, conversation, max_new_tokens=max_new_tokens, stop=stop))
         outputs.append(first)
         if read_verdict(first)[0] is None:
             retry = retry_messages(prompts, conversation, first)
-            outputs.append(_checked(generate(vlm, retry, max_new_tokens=max_new_tokens, stop=stop)))
+            outputs.append(checked_generation(generate(vlm, retry, max_new_tokens=max_new_tokens, stop=stop)))
     except BackendError as fault:
         logger.warning("verification of mask %d failed: %s", number, fault)
         return _error_verdict(number, outputs, views, time.perf_counter() - started, str(fault))
@@ -227,12 +233,12 @@ def _verify_batch(
     conversations = [verification_messages(prompts, image, query, v[0], v[1], n) for n, v in zip(numbers, views)]
     try:
         firsts = generate_each(vlm, conversations, max_new_tokens=max_new_tokens, stop=stop)
-        outputs: list[list[Generation]] = [[_checked(g)] for g in firsts]
+        outputs: list[list[Generation]] = [[checked_generation(g)] for g in firsts]
         unusable = [i for i, g in enumerate(firsts) if read_verdict(g)[0] is None]
         if unusable:
             retries = [retry_messages(prompts, conversations[i], firsts[i]) for i in unusable]
             for i, second in zip(unusable, generate_each(vlm, retries, max_new_tokens=max_new_tokens, stop=stop)):
-                outputs[i].append(_checked(second))
+                outputs[i].append(checked_generation(second))
     except BackendError as fault:  # find the mask(s) that fail: one by one, each failure recorded on its own
         if len(numbers) == 1:
             logger.warning("verification of mask %d failed: %s", numbers[0], fault)

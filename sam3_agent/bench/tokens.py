@@ -29,6 +29,7 @@ from PIL import Image
 from ..agent.config import AgentConfig
 from ..agent.loop import Agent
 from ..images import load_image
+from ..imaging.views import MaskView
 from ..limits import DEFAULT_VERIFY_BATCH_SIZE
 from ..messages import Generation, ImagePart, Message, TextPart
 from .nonmodel import CASE_NAME, ROOT, Case
@@ -58,6 +59,10 @@ class RecordingVLM:
 
     def _reply(self, messages: Sequence[Message]) -> str:
         if self.verifier:
+            group = [p.view.indices for m in messages for p in m.images
+                     if isinstance(p.view, MaskView) and p.view.indices is not None]
+            if group:
+                return "\n".join(f"Mask {k + 1}: <verdict>Accept</verdict>" for k in group[-1])
             return "<verdict>Accept</verdict>"
         calls = [m.call for m in messages if m.role == "assistant" and m.call is not None]
         if not calls:

@@ -1,5 +1,6 @@
 """Per-mask views and the recipes that draw views again: the photo with one mask drawn, the zoomed close-up of one
-mask, and ``MaskView`` (which view of which mask of which set).
+mask (the verifier's views until renderer 3, kept so older traces draw as they were), and ``MaskView`` (which view
+of which mask or masks of which set; the verifier's views since renderer 3 are in ``verify_views``).
 
 Every view is a pure function of the photo and the masks, so a trace stores ``MaskView`` recipes instead of pixels
 and renders them again, identically, when it is opened (``RENDERER_VERSION`` is recorded with them: change it
@@ -24,11 +25,14 @@ from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
 from .overlay import render_numbered_overlay
 from .postprocess import boxes_from_masks
 from .regions import MaskRegions, check_masks
+from .verify_views import draw_single, render_closeup_view, render_group_view, render_locate_view, zoom_box
 
 ZOOM_MIN_LONG_SIDE = 384  # zoom crops are upscaled until their longer side reaches this (px)
 ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
 ZOOM_SEPARATOR_COLOR = (255, 255, 255)
-RENDERER_VERSION = 2  # recorded in saved traces next to the view recipes; 2: labels placed and sized for any count
+# Recorded in saved traces next to the view recipes. 2: labels placed and sized for any count; 3: the verifier's
+# views drawn at the processor's size (locate, closeup) and the group view; the mask and zoom views are unchanged.
+RENDERER_VERSION = 3
 
 
 def _single_mask_view(image: Image.Image, regions: MaskRegions, k: int, color: np.ndarray) -> Image.Image:
@@ -70,22 +74,6 @@ def render_single_mask(image: Image.Image, mask: np.ndarray, color: np.ndarray |
     return _single_mask_view(image, regions, 0, col)
 
 
-def _zoom_box(box: np.ndarray, height: int, width: int, margin: float, min_side: int) -> tuple[int, int, int, int]:
-    bx0, by0, bx1, by1 = (float(v) for v in box)
-    if bx1 <= bx0:
-        raise ValueError("cannot build a zoom view of an empty mask")
-
-    def span(lo: float, hi: float, limit: int) -> tuple[int, int]:
-        side = min(limit, max(math.ceil((hi - lo) * (1 + 2 * margin)), int(min_side)))
-        start = math.floor((lo + hi) / 2 - side / 2)
-        start = min(max(start, 0), limit - side)
-        return start, start + side
-
-    x0, x1 = span(bx0, bx1, width)
-    y0, y1 = span(by0, by1, height)
-    return x0, y0, x1, y1
-
-
 def zoom_crop_box(mask: np.ndarray, margin: float = 0.25, min_side: int = 64) -> tuple[int, int, int, int]:
     """The region a zoom view shows: the mask's box enlarged and clamped to the image.
 
@@ -110,19 +98,7 @@ def zoom_crop_box(mask: np.ndarray, margin: float = 0.25, min_side: int = 64) ->
     if margin < 0:
         raise ValueError(f"margin must be >= 0, got {margin}")
     arr = arr if arr.dtype == bool else arr > 0
-    return _zoom_box(boxes_from_masks(arr[None])[0], arr.shape[0], arr.shape[1], margin, min_side)
-
-
-def _draw_single(out: np.ndarray, mask: np.ndarray, color: np.ndarray) -> None:
-    """Fill and outline ``mask`` (bool, the size of ``out``) on ``out`` in place, as ``render_single_mask`` does."""
-    height, width = out.shape[:2]
-    style = DrawStyle.for_size(width, height)
-    regions = MaskRegions(mask[None], height, width, style.contour_width + 1)
-    if regions.empty(0):
-        return
-    crop, (x0, y0, _, _) = regions.region(0)
-    draw_fill(out, regions.box_crop(0), color, regions.boxes[0])
-    draw_contour(out, crop, color, (x0, y0), style.contour_width)
+    return zoom_box(boxes_from_masks(arr[None])[0], arr.shape[0], arr.shape[1], margin, min_side)
 
 
 def _zoom_view(image: Image.Image, window: np.ndarray, box: tuple[int, int, int, int]) -> Image.Image:
@@ -143,7 +119,7 @@ def _zoom_view(image: Image.Image, window: np.ndarray, box: tuple[int, int, int,
     canvas[:, cw : cw + ZOOM_SEPARATOR_WIDTH] = ZOOM_SEPARATOR_COLOR
     drawn = canvas[:, cw + ZOOM_SEPARATOR_WIDTH :]
     drawn[:] = crop
-    _draw_single(drawn, np.ascontiguousarray(crop_mask), mask_colors(1)[0])  # drawn after upscaling: sharp
+    draw_single(drawn, np.ascontiguousarray(crop_mask), mask_colors(1)[0])  # drawn after upscaling: sharp
     return Image.fromarray(canvas)
 
 
@@ -186,7 +162,9 @@ def render_mask_views(image: Image.Image, masks: Masks, index: int) -> tuple[Ima
     return _views_of(image, masks, index, ("mask", "zoom"))  # type: ignore[return-value]
 
 
-ViewKind = Literal["overlay", "mask", "zoom"]
+ViewKind = Literal["overlay", "mask", "zoom", "locate", "closeup", "group"]
+VIEW_KINDS: tuple[ViewKind, ...] = ("overlay", "mask", "zoom", "locate", "closeup", "group")
+_ONE_MASK = ("mask", "zoom", "locate", "closeup")  # the kinds that show one mask (an ``index``)
 
 
 def _views_of(
@@ -194,6 +172,10 @@ def _views_of(
 ) -> tuple[Image.Image, ...]:
     if "overlay" in kinds:
         return (render_numbered_overlay(image, masks),)
+    if kinds == ("locate",):
+        return (render_locate_view(image, masks, index),)  # type: ignore[arg-type]
+    if kinds == ("closeup",):
+        return (render_closeup_view(image, masks, index),)  # type: ignore[arg-type]
     if index is None or not 0 <= index < len(masks):
         raise ValueError(f"mask index {index!r} is out of range for {len(masks)} masks")
     if masks.size != (image.height, image.width):
@@ -205,7 +187,7 @@ def _views_of(
             regions = MaskRegions(masks.subset([index]), image.height, image.width, style.contour_width + 1)
             out.append(_single_mask_view(image, regions, 0, mask_colors(1)[0]))
         else:
-            box = _zoom_box(masks.tight_boxes[index], image.height, image.width, 0.25, 64)
+            box = zoom_box(masks.tight_boxes[index], image.height, image.width, 0.25, 64)
             out.append(_zoom_view(image, rle.decode_window(masks.counts[index], masks.height, box), box))
     return tuple(out)
 
@@ -214,34 +196,46 @@ def _views_of(
 class MaskView:
     """How to draw one view again from the photo and the masks (a ``messages.DerivedImage``).
 
-    A saved trace stores this recipe (kind, which mask set, which mask) instead of the pixels.
+    A saved trace stores this recipe (kind, which mask set, which mask or masks) instead of the pixels.
 
     Attributes:
-        kind: ``"overlay"`` (``render_numbered_overlay`` of every mask, numbered 1..N), ``"mask"``
-            (``render_single_mask`` of mask ``index``) or ``"zoom"`` (``render_zoom_view`` of mask ``index``).
+        kind: ``"overlay"`` (``render_numbered_overlay`` of every mask, numbered 1..N); of mask ``index``:
+            ``"mask"`` (``render_single_mask``), ``"zoom"`` (``render_zoom_view``), ``"locate"``
+            (``verify_views.render_locate_view``) or ``"closeup"`` (``verify_views.render_closeup_view``); or
+            ``"group"`` (``verify_views.render_group_view`` of masks ``indices``).
         photo: the raw image (RGB, original resolution).
         masks: the mask set, at the photo's size.
-        index: 0-based mask for ``"mask"`` / ``"zoom"``; ``None`` for ``"overlay"``.
+        index: 0-based mask of the one-mask kinds; ``None`` otherwise.
+        indices: 0-based masks of a ``"group"`` view, distinct, in the order verified; ``None`` otherwise.
 
     Raises:
-        ValueError: an unknown kind, or an index missing, given for an overlay, or out of range.
+        ValueError: an unknown kind, an index or indices missing or given where the kind takes none, or out of
+            range, or repeated.
     """
 
     kind: ViewKind
     photo: Image.Image
     masks: Masks
     index: int | None = None
+    indices: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("overlay", "mask", "zoom"):
-            raise ValueError(f"unknown view kind {self.kind!r}: expected overlay, mask or zoom")
-        if (self.kind == "overlay") != (self.index is None):
-            raise ValueError(f"a {self.kind} view {'takes no' if self.kind == 'overlay' else 'needs a'} mask index")
-        if self.index is not None and not 0 <= self.index < len(self.masks):
-            raise ValueError(f"mask index {self.index} is out of range for {len(self.masks)} masks")
+        if self.kind not in VIEW_KINDS:
+            raise ValueError(f"unknown view kind {self.kind!r}: expected one of {', '.join(VIEW_KINDS)}")
+        if (self.kind in _ONE_MASK) != (self.index is not None):
+            raise ValueError(f"a {self.kind} view {'needs a' if self.kind in _ONE_MASK else 'takes no'} mask index")
+        if (self.kind == "group") != (self.indices is not None):
+            raise ValueError(f"a {self.kind} view {'needs' if self.kind == 'group' else 'takes no'} mask indices")
+        for k in (self.index,) if self.indices is None else self.indices:
+            if k is not None and not (isinstance(k, int) and 0 <= k < len(self.masks)):
+                raise ValueError(f"mask index {k!r} is out of range for {len(self.masks)} masks")
+        if self.indices is not None and (not self.indices or len(set(self.indices)) != len(self.indices)):
+            raise ValueError(f"a group view needs distinct mask indices, got {list(self.indices)}")
 
     def render(self) -> Image.Image:
         """The view's pixels."""
+        if self.kind == "group":
+            return render_group_view(self.photo, self.masks, self.indices)  # type: ignore[arg-type]
         return _views_of(self.photo, self.masks, self.index, (self.kind,))[0]
 
     def __eq__(self, other: object) -> bool:
@@ -249,6 +243,7 @@ class MaskView:
             isinstance(other, MaskView)
             and self.kind == other.kind
             and self.index == other.index
+            and self.indices == other.indices
             and self.masks == other.masks
             and (self.photo is other.photo or images_equal(self.photo, other.photo))
         )
@@ -257,6 +252,8 @@ class MaskView:
 
     def __repr__(self) -> str:
         which = "" if self.index is None else f", mask {self.index + 1}"
+        if self.indices is not None:
+            which = ", masks " + ", ".join(str(k + 1) for k in self.indices)
         return f"MaskView({self.kind}, {self.masks!r}{which})"
 
 

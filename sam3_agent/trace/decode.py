@@ -177,8 +177,12 @@ class _Reader:
         view = ref.get("view")
         if view is not None:
             masks = self.mask_set(view["masks"])
+            indices = view.get("indices")
+            if indices is not None and not (isinstance(indices, list) and all(type(k) is int for k in indices)):
+                raise TraceFormatError(f"image {name!r}: a group view's indices must be a list of mask indices")
             try:
-                recipe = MaskView(view["kind"], self.photo, masks, view.get("index"))  # type: ignore[arg-type]
+                recipe = MaskView(view["kind"], self.photo, masks, view.get("index"),  # type: ignore[arg-type]
+                                  None if indices is None else tuple(indices))
             except ValueError as error:
                 raise TraceFormatError(f"image {name!r}: {error}") from None
             return ImagePart(None, name, recipe)

@@ -149,6 +149,8 @@ class TraceEncoder:
             ref: dict[str, Any] = {"name": part.name, "view": {"kind": view.kind, "masks": self.mask_set(view.masks)}}
             if view.index is not None:
                 ref["view"]["index"] = view.index
+            if view.indices is not None:
+                ref["view"]["indices"] = list(view.indices)
         elif part.name == PHOTO_NAME:
             if part.image is not trace.image and not images_equal(part.image, trace.image):
                 raise ValueError(f"the image named {PHOTO_NAME!r} is not the trace's photo")
@@ -185,17 +187,20 @@ class TraceEncoder:
         return None if masks is None else self.mask_set(masks)
 
     def _verdict(self, verdict: MaskVerdict, trace: Trace, names: dict[str, Any]) -> dict[str, Any]:
-        return {
+        record = {
             "mask_number": verdict.mask_number,
             "verdict": verdict.verdict,
             "source": verdict.source,
             "outputs": list(verdict.outputs),
             "mask_view": self.image(verdict.mask_view, trace, names),
-            "zoom_view": self.image(verdict.zoom_view, trace, names),
+            "zoom_view": None if verdict.zoom_view is None else self.image(verdict.zoom_view, trace, names),
             "prompt_tokens": verdict.prompt_tokens,
             "seconds": verdict.seconds,
             "error": verdict.error,
         }
+        if verdict.group:
+            record["group"] = list(verdict.group)
+        return record
 
     def _result(self, result: ToolResult | None, trace: Trace, names: dict[str, Any]) -> dict[str, Any] | None:
         if result is None:

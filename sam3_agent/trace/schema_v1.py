@@ -81,11 +81,23 @@ def read_verdict(data: dict[str, Any], view: Callable[[Any], ImagePart]) -> Mask
         source=data["source"],
         outputs=tuple(data["outputs"]),
         mask_view=view(data["mask_view"]),
-        zoom_view=view(data["zoom_view"]),
+        zoom_view=None if data["zoom_view"] is None else view(data["zoom_view"]),  # None: verified in a group
         prompt_tokens=data["prompt_tokens"],
         seconds=float(data["seconds"]),
         error=data.get("error"),  # absent in traces written before verification errors were recorded
+        group=_group(data.get("group", [])),  # absent before verification in groups
     )
+
+
+def _group(value: Any) -> tuple[int, ...]:
+    """A verdict's ``group`` field: the mask numbers verified together (positive ints), or ``()``.
+
+    Raises:
+        TraceFormatError: anything else.
+    """
+    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in value):
+        raise TraceFormatError(f"a verdict's group must be a list of mask numbers, got {value!r}")
+    return tuple(value)
 
 
 def read_result(data: dict[str, Any] | None, message: Callable[[Any], Message | None],

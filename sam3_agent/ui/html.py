@@ -88,13 +88,17 @@ def render_card(card: VerdictCard, urls: ImageUrls) -> str:
     """One verdict card: mask view, zoom view, verdict, the verifier's reasoning (collapsed)."""
     verdict = "Accept" if card.verdict == "accept" else "Reject"
     note = " (no verdict given: kept)" if card.fallback else ""
+    if card.group:
+        note += f" (checked together with {len(card.group) - 1} other mask(s))"
+    zoom = "" if card.zoom_view is None else _img(urls, card.zoom_view, CARD_SIDE, "card-zoom",
+                                                  f"mask {card.mask_number} zoomed")
+    alt = f"masks {', '.join(map(str, card.group))}" if card.group else f"mask {card.mask_number}"
     return (
         f'<div class="verdict-card verdict-{escape(card.verdict)}" data-mask="{card.mask_number}">'
         f'<div class="card-head">Mask {card.mask_number} / {card.total}: <b class="verdict">{verdict}</b>'
         f"{escape(note)} <small>{card.seconds:.1f} s</small></div>"
         f'<div class="card-views">'
-        f"{_img(urls, card.mask_view, CARD_SIDE, 'card-mask', f'mask {card.mask_number}')}"
-        f"{_img(urls, card.zoom_view, CARD_SIDE, 'card-zoom', f'mask {card.mask_number} zoomed')}</div>"
+        f"{_img(urls, card.mask_view, CARD_SIDE, 'card-mask', alt)}{zoom}</div>"
         f'<details class="card-reasoning"><summary>Verifier reasoning</summary>'
         f"<pre>{escape(card.reasoning)}</pre></details></div>"
     )

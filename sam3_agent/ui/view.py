@@ -41,8 +41,10 @@ class VerdictCard:
         verdict: ``"accept"`` or ``"reject"``.
         fallback: True when no verdict could be read and the mask was kept.
         reasoning: the verifier's raw output(s), first try first, separated by a rule.
-        mask_view / zoom_view: the images the verifier saw.
+        mask_view / zoom_view: the images the verifier saw (``zoom_view`` ``None`` for a mask verified in a group,
+            whose ``mask_view`` is the group's view).
         seconds: wall time of this verification.
+        group: the numbers of the masks verified together with this one (``()``: alone).
     """
 
     mask_number: int
@@ -51,8 +53,9 @@ class VerdictCard:
     fallback: bool
     reasoning: str
     mask_view: ImagePart
-    zoom_view: ImagePart
+    zoom_view: ImagePart | None
     seconds: float
+    group: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
         mask_view=verdict.mask_view,
         zoom_view=verdict.zoom_view,
         seconds=verdict.seconds,
+        group=verdict.group,
     )
 
 

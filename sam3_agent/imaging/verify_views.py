@@ -1,0 +1,214 @@
+"""The views a verifier gets, drawn at the size the VLM's image processor will use, so it resizes nothing and every
+token carries drawn pixels:
+
+- ``render_locate_view``: the whole photo, small (the fewest pixels the processor keeps as they are, about 196
+  tokens), with one mask drawn: where the mask lies. The photo itself goes to the verifier at full size once per
+  request, before any mask's views, so a round's verifications share it as a prefix.
+- ``render_closeup_view``: the region around one mask, raw on the left and with the mask drawn on the right, each
+  half's longer side ``CLOSEUP_SIDE`` px (small crops enlarged, large ones shrunk), at most about 290 tokens
+  whatever the photo's size.
+- ``render_group_view``: the photo at the size the processor sees it, with several masks drawn and numbered with
+  their own numbers (verification in groups).
+
+Sizes follow Qwen-VL's ``smart_resize`` (sides in whole tokens of ``TOKEN_SIDE`` px, pixel count within the default
+bounds of ``limits``); ``processor_size`` repeats it here because imaging sits below ``vlm`` (a test checks that
+the two agree). A backend with other pixel bounds or 28 px tokens resizes these views a little, as it resizes every
+image.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from .. import rle
+from ..limits import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
+from ..mask_set import Masks
+from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
+from .overlay import render_numbered_overlay
+from .regions import MaskRegions
+
+TOKEN_SIDE = 32  # px per image-token side of Qwen3-VL (16 px patches merged 2 x 2; vlm.image_fit.QWEN3_VL_TOKEN_SIDE)
+CLOSEUP_SIDE = 384  # px, the longer side of each half of a close-up (the zoom view's enlargement before renderer 3)
+CLOSEUP_SEPARATOR = 4  # px of white between the close-up's halves
+SEPARATOR_COLOR = (255, 255, 255)
+PAD_COLOR = (0, 0, 0)  # what fills a close-up half around a crop of another shape (vlm.image_fit pads likewise)
+
+
+def processor_size(width: int, height: int, min_pixels: int = DEFAULT_MIN_PIXELS,
+                   max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """``(width, height)`` a Qwen-VL image processor resizes a ``width`` x ``height`` image to: sides rounded to whole
+    ``TOKEN_SIDE`` px tokens, then scaled (aspect kept) until the pixel count lies in ``[min_pixels, max_pixels]``
+    (transformers' ``smart_resize``)."""
+    side = TOKEN_SIDE
+    h_bar, w_bar = round(height / side) * side, round(width / side) * side
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(side, math.floor(height / beta / side) * side)
+        w_bar = max(side, math.floor(width / beta / side) * side)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / side) * side, math.ceil(width * beta / side) * side
+    return w_bar, h_bar
+
+
+def locate_size(width: int, height: int) -> tuple[int, int]:
+    """The size of a locate view of a ``width`` x ``height`` photo: aspect kept, whole tokens, the fewest pixels at
+    or above ``DEFAULT_MIN_PIXELS`` (below it the processor would enlarge the view itself)."""
+    beta = math.sqrt(DEFAULT_MIN_PIXELS / (width * height))
+    return processor_size(math.ceil(width * beta / TOKEN_SIDE) * TOKEN_SIDE,
+                          math.ceil(height * beta / TOKEN_SIDE) * TOKEN_SIDE)
+
+
+def zoom_box(box: np.ndarray, height: int, width: int, margin: float, min_side: int) -> tuple[int, int, int, int]:
+    """The region around a mask's tight ``box`` (xyxy px) that close-ups show: each side ``ceil(box side * (1 + 2 *
+    margin))``, at least ``min_side``, at most the image's, centred on the box and shifted inside the image.
+
+    Raises:
+        ValueError: an empty box.
+    """
+    bx0, by0, bx1, by1 = (float(v) for v in box)
+    if bx1 <= bx0:
+        raise ValueError("cannot build a zoom view of an empty mask")
+
+    def span(lo: float, hi: float, limit: int) -> tuple[int, int]:
+        side = min(limit, max(math.ceil((hi - lo) * (1 + 2 * margin)), int(min_side)))
+        start = math.floor((lo + hi) / 2 - side / 2)
+        start = min(max(start, 0), limit - side)
+        return start, start + side
+
+    x0, x1 = span(bx0, bx1, width)
+    y0, y1 = span(by0, by1, height)
+    return x0, y0, x1, y1
+
+
+def draw_single(out: np.ndarray, mask: np.ndarray, color: np.ndarray) -> None:
+    """Fill and outline ``mask`` (bool, the size of ``out``) on ``out`` in place, in the style of ``out``'s size."""
+    height, width = out.shape[:2]
+    style = DrawStyle.for_size(width, height)
+    regions = MaskRegions(mask[None], height, width, style.contour_width + 1)
+    if regions.empty(0):
+        return
+    crop, (x0, y0, _, _) = regions.region(0)
+    draw_fill(out, regions.box_crop(0), color, regions.boxes[0])
+    draw_contour(out, crop, color, (x0, y0), style.contour_width)
+
+
+def _resized_mask(window: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``window`` (bool) resized to ``size`` (w, h): enlarged by nearest neighbour; shrunk by area, a pixel set when
+    at least half of what it covers is, and a thin mask that would vanish keeps every pixel it touches."""
+    if size == (window.shape[1], window.shape[0]):
+        return window
+    if size[0] >= window.shape[1] and size[1] >= window.shape[0]:
+        return cv2.resize(window.view(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
+    covered = cv2.resize(window.view(np.uint8) * np.uint8(255), size, interpolation=cv2.INTER_AREA)
+    half = covered >= 128
+    return half if half.any() else covered > 0
+
+
+def _scaled_masks(masks: Masks, indices: tuple[int, ...], size: tuple[int, int]) -> np.ndarray:
+    """Masks ``indices`` of ``masks`` at ``size`` (w, h): bool (len(indices), h, w); each decoded over its box only."""
+    width, height = size
+    sx, sy = width / masks.width, height / masks.height
+    out = np.zeros((len(indices), height, width), dtype=bool)
+    for row, k in enumerate(indices):
+        x0, y0, x1, y1 = (int(v) for v in masks.tight_boxes[k])
+        if x1 <= x0:
+            continue
+        window = rle.decode_window(masks.counts[k], masks.height, (x0, y0, x1, y1))
+        tx0, ty0 = min(width - 1, math.floor(x0 * sx)), min(height - 1, math.floor(y0 * sy))
+        tx1, ty1 = max(tx0 + 1, min(width, math.ceil(x1 * sx))), max(ty0 + 1, min(height, math.ceil(y1 * sy)))
+        out[row, ty0:ty1, tx0:tx1] = _resized_mask(window, (tx1 - tx0, ty1 - ty0))
+    return out
+
+
+def _scaled_photo(photo: Image.Image, size: tuple[int, int]) -> np.ndarray:
+    rgb = photo if photo.mode == "RGB" else photo.convert("RGB")
+    if size == rgb.size:
+        return np.array(rgb, dtype=np.uint8)
+    shrink = size[0] < rgb.width
+    return np.array(rgb.resize(size, Image.Resampling.BOX if shrink else Image.Resampling.BICUBIC), dtype=np.uint8)
+
+
+def render_locate_view(photo: Image.Image, masks: Masks, index: int) -> Image.Image:
+    """The photo at ``locate_size`` with only mask ``index`` (0-based) filled and outlined in the lone-mask colour.
+
+    Raises:
+        ValueError: masks of another size than the photo, or an index out of range.
+    """
+    _check(photo, masks, (index,))
+    size = locate_size(photo.width, photo.height)
+    out = _scaled_photo(photo, size)
+    draw_single(out, _scaled_masks(masks, (index,), size)[0], mask_colors(1)[0])
+    return Image.fromarray(out)
+
+
+def closeup_layout(crop_width: int, crop_height: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Where a ``crop_width`` x ``crop_height`` crop goes in a close-up: ``((canvas w, canvas h), (crop w, crop h))``.
+
+    The crop is scaled (aspect kept) so its longer side is ``CLOSEUP_SIDE``; the canvas (two halves and the
+    separator) is then given ``processor_size``, and the crop scaled again to fit one half of it (each half is
+    ``(canvas w - CLOSEUP_SEPARATOR) // 2`` px wide and the canvas high; the crop is centred in it)."""
+    scale = CLOSEUP_SIDE / max(crop_width, crop_height)
+    natural = (2 * max(1, round(crop_width * scale)) + CLOSEUP_SEPARATOR, max(1, round(crop_height * scale)))
+    canvas = processor_size(*natural)
+    half = ((canvas[0] - CLOSEUP_SEPARATOR) // 2, canvas[1])
+    fit = min(half[0] / crop_width, half[1] / crop_height)
+    inner = (max(1, min(half[0], round(crop_width * fit))), max(1, min(half[1], round(crop_height * fit))))
+    return canvas, inner
+
+
+def render_closeup_view(photo: Image.Image, masks: Masks, index: int, margin: float = 0.25,
+                        min_side: int = 64) -> Image.Image:
+    """The close-up of mask ``index`` (0-based): the region ``zoom_box`` of its tight box (``margin``, ``min_side``)
+    raw on the left, with the mask drawn on the right (drawn after scaling, so its outline stays sharp), laid out by
+    ``closeup_layout`` on ``PAD_COLOR`` with a ``CLOSEUP_SEPARATOR`` px white separator.
+
+    Raises:
+        ValueError: an empty mask, masks of another size than the photo, or an index out of range.
+    """
+    _check(photo, masks, (index,))
+    box = zoom_box(masks.tight_boxes[index], masks.height, masks.width, margin, min_side)
+    crop_w, crop_h = box[2] - box[0], box[3] - box[1]
+    (width, height), inner = closeup_layout(crop_w, crop_h)
+    rgb = photo if photo.mode == "RGB" else photo.convert("RGB")
+    crop = np.asarray(rgb.crop(box), dtype=np.uint8)
+    shrink = inner[0] < crop_w
+    crop = cv2.resize(crop, inner, interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
+    window = _resized_mask(rle.decode_window(masks.counts[index], masks.height, box), inner)
+    canvas = np.empty((height, width, 3), dtype=np.uint8)
+    canvas[:] = PAD_COLOR
+    half = (width - CLOSEUP_SEPARATOR) // 2
+    left, top = (half - inner[0]) // 2, (height - inner[1]) // 2
+    canvas[:, half : half + CLOSEUP_SEPARATOR] = SEPARATOR_COLOR
+    for start in (0, half + CLOSEUP_SEPARATOR):
+        canvas[top : top + inner[1], start + left : start + left + inner[0]] = crop
+    drawn = canvas[top : top + inner[1], half + CLOSEUP_SEPARATOR + left : half + CLOSEUP_SEPARATOR + left + inner[0]]
+    draw_single(drawn, np.ascontiguousarray(window), mask_colors(1)[0])  # a view into canvas: drawn in place
+    return Image.fromarray(canvas)
+
+
+def render_group_view(photo: Image.Image, masks: Masks, indices: tuple[int, ...]) -> Image.Image:
+    """The photo at ``processor_size`` (the size the VLM sees it at) with masks ``indices`` (0-based) drawn as the
+    numbered overlay draws masks, each labelled with its own number (index + 1).
+
+    Raises:
+        ValueError: no index, a repeated one, one out of range, or masks of another size than the photo.
+    """
+    _check(photo, masks, indices)
+    if not indices or len(set(indices)) != len(indices):
+        raise ValueError(f"a group view needs distinct mask indices, got {list(indices)}")
+    size = processor_size(photo.width, photo.height)
+    scaled = Image.fromarray(_scaled_photo(photo, size))
+    return render_numbered_overlay(scaled, _scaled_masks(masks, indices, size), [k + 1 for k in indices])
+
+
+def _check(photo: Image.Image, masks: Masks, indices: tuple[int, ...]) -> None:
+    if masks.size != (photo.height, photo.width):
+        raise ValueError(f"masks of {masks.width}x{masks.height} do not match the {photo.width}x{photo.height} photo")
+    for k in indices:
+        if not 0 <= k < len(masks):
+            raise ValueError(f"mask index {k!r} is out of range for {len(masks)} masks")
