@@ -30,9 +30,10 @@ from .verify_views import draw_single, render_closeup_view, render_group_view, r
 ZOOM_MIN_LONG_SIDE = 384  # zoom crops are upscaled until their longer side reaches this (px)
 ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
 ZOOM_SEPARATOR_COLOR = (255, 255, 255)
-# Recorded in saved traces next to the view recipes. 2: labels placed and sized for any count; 3: the verifier's
-# views drawn at the processor's size (locate, closeup) and the group view; the mask and zoom views are unchanged.
-RENDERER_VERSION = 3
+# Recorded in saved traces next to the view recipes. 2: labels placed and sized for any count; 3: digits drawn by
+# imaging.digits (the same pixels on every OpenCV version); 4: the verifier's views drawn at the processor's size
+# (locate, closeup) and the group view (the overlay, mask and zoom views are unchanged).
+RENDERER_VERSION = 4
 
 
 def _single_mask_view(image: Image.Image, regions: MaskRegions, k: int, color: np.ndarray) -> Image.Image:
