@@ -184,7 +184,7 @@ def test_the_feedback_names_the_examine_parameter():
 def test_a_misnamed_parameter_is_told_both_forms_of_the_call():
     assert TOOL_SPECS["examine_each_mask"].schema_text() == (
         '{"name": "examine_each_mask", "parameters": {}} or '
-        '{"name": "examine_each_mask", "parameters": {"masks": [1, 2]}}')
+        '{"name": "examine_each_mask", "parameters": {"masks": [1, 2], "in_groups": true}}')
     assert TOOL_SPECS["select_masks_and_return"].schema_text() == (
         '{"name": "select_masks_and_return", "parameters": {"final_answer_masks": [1, 2]}}')
 

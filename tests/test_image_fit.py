@@ -10,6 +10,7 @@ from conftest import KnownSegmenter, photo, tool
 from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.loop import Agent
 from sam3_agent.errors import InputError
+from sam3_agent.imaging.verify_views import processor_size
 from sam3_agent.imaging.views import render_zoom_view
 from sam3_agent.messages import ImagePart, Message, TextPart
 from sam3_agent.vlm.image_fit import (
@@ -135,7 +136,7 @@ def test_run_on_a_panorama_verifies_a_long_thin_mask_with_a_real_processor_and_e
     folder = build_tiny_qwen(tmp_path_factory.mktemp("tiny_qwen") / "qwen3_vl", kind="qwen3_vl")
     # random weights: no verdict; 256x256 px per image, so the 39:1 panorama stays visible (short side 41 px)
     verifier = TransformersQwenVLM.from_pretrained(str(folder), max_new_tokens=4, max_pixels=256 * 256)
-    panorama = photo("astronaut.jpg").resize((7000, 180))  # its zoom view of the line is 14004 x 64 (ratio 219)
+    panorama = photo("astronaut.jpg").resize((7000, 180))  # its old zoom view of the line was 14004 x 64 (ratio 219)
     line = (100, 85, 6900, 91)
     segmenter = KnownSegmenter({"power line": [(line, 0.9)]})
     vlm = ScriptedVLM([tool("segment_phrase", text_prompt="power line"), tool("examine_each_mask"),
@@ -146,8 +147,9 @@ def test_run_on_a_panorama_verifies_a_long_thin_mask_with_a_real_processor_and_e
     assert trace.status == "done", trace.error
     [checked] = trace.rounds[1].result.verdicts
     assert checked.source == "fallback" and checked.error is None  # the model answered (randomly); no failure
-    zoom = checked.zoom_view.image  # as rendered (and stored); it was fitted only on its way to the processor
-    assert max(zoom.size) / min(zoom.size) > PROCESSOR_MAX_ASPECT_RATIO
+    closeup = checked.zoom_view.image  # drawn at the size the processor uses: whole tokens, within its ratio limit
+    assert closeup.size == processor_size(*closeup.size) == (6240, 64)
+    assert max(closeup.size) / min(closeup.size) < PROCESSOR_MAX_ASPECT_RATIO
     expected = np.zeros((180, 7000), dtype=bool)
     expected[85:91, 100:6900] = True
     assert np.array_equal(trace.final_masks.masks, expected[None])

