@@ -26,7 +26,9 @@ from PIL import Image
 
 from sam3_agent.engine.sampling import GREEDY, Sampling
 from sam3_agent.imaging.overlay import render_numbered_overlay
-from sam3_agent.imaging.views import render_single_mask, render_zoom_view
+from sam3_agent.imaging.postprocess import boxes_from_masks
+from sam3_agent.imaging.views import MaskView, view_part
+from sam3_agent.mask_set import Masks
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.package_files import ASSETS_DIR
 from sam3_agent.tiny.qwen import build_tiny_qwen
@@ -125,14 +127,30 @@ def box_masks(image: Image.Image, boxes: list[tuple[int, int, int, int]]) -> np.
     return masks
 
 
+def _mask_set(image: Image.Image, masks: np.ndarray) -> Masks:
+    return Masks(masks, np.linspace(0.9, 0.5, len(masks), dtype=np.float32), boxes_from_masks(masks), "cup")
+
+
 def verification(image: Image.Image, mask: np.ndarray, number: int, query: str = "the cup") -> list[Message]:
-    """A verification request as ``verify.verification_messages`` lays it out (raw image, the query, mask view,
-    zoom view, question), with a short system prompt."""
+    """A verification request as ``verify.verification_messages`` lays it out (raw image, the query, the mask's
+    locate view and close-up, question), with a short system prompt."""
+    masks = _mask_set(image, mask[None])
     return [system(VERIFY_SYSTEM), Message("user", (
         ImagePart(image, "raw"), TextPart(f"Query: {query}. Two views of one mask follow."),
-        ImagePart(render_single_mask(image, mask), f"round1_mask{number}_view"),
-        ImagePart(render_zoom_view(image, mask), f"round1_mask{number}_zoom"),
+        view_part(f"round1_mask{number}_view", MaskView("locate", image, masks, 0)),
+        view_part(f"round1_mask{number}_zoom", MaskView("closeup", image, masks, 0)),
         TextPart(f"Does mask {number} belong in the answer? Answer Accept or Reject."),
+    ))]
+
+
+def group_verification(image: Image.Image, masks: np.ndarray, query: str = "the cup") -> list[Message]:
+    """A group verification request as ``verify_groups.group_messages`` lays it out (raw image, the query, one view
+    of the masks numbered 1..N, question)."""
+    view = MaskView("group", image, _mask_set(image, masks), indices=tuple(range(len(masks))))
+    return [system(VERIFY_SYSTEM), Message("user", (
+        ImagePart(image, "raw"), TextPart(f"Query: {query}. One view of numbered masks follows."),
+        view_part("round1_group1", view),
+        TextPart(f"Which of masks 1 to {len(masks)} belong in the answer? One line each: Mask N: Accept or Reject."),
     ))]
 
 
@@ -200,6 +218,7 @@ def test_multi_image_requests_match_generate(references, photos, kind):
     masks = box_masks(image, [(40, 60, 200, 300), (10, 10, 60, 40), (0, 0, 600, 400)])
     requests = [verification(image, masks[i], i + 1) for i in range(3)]
     requests.append(verification(photos["astronaut"], box_masks(photos["astronaut"], [(100, 100, 300, 400)])[0], 1))
+    requests.append(group_verification(image, masks))
     generations, ids = expected(references[kind], requests)
     assert distinct(ids)
     fast = twin(references[kind])
@@ -213,12 +232,14 @@ def test_multi_image_requests_match_generate(references, photos, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_batch_of_very_different_lengths_matches_one_by_one_generate(references, photos, kind):
     image = photos["coffee"]
-    masks = box_masks(image, [(40, 60, 200, 300), (0, 0, 600, 400)])
+    masks = box_masks(image, [(40, 60, 200, 300)])
     rows = [
         [system(VERIFY_SYSTEM), user("Is there a cup? Answer in one word.")],
         verification(image, masks[0], 1),
         [system(VERIFY_SYSTEM), user(photos["rocket"], "What is this?")],
-        verification(image, masks[1], 2, query="the saucer under the cup"),
+        verification(photos["chelsea"], box_masks(photos["chelsea"], [(60, 40, 300, 260)])[0], 2, query="the cat"),
+        group_verification(photos["astronaut"], box_masks(photos["astronaut"], [(100, 100, 300, 400), (0, 0, 90, 60)]),
+                           query="the helmet"),
     ]
     generations, ids = expected(references[kind], rows)
     assert distinct(ids)

@@ -269,3 +269,15 @@ def test_the_trace_stores_the_group_view_as_a_recipe_and_draws_it_again_on_load(
     assert {v.mask_view.name: image_digest(v.mask_view.image) for v in verdicts} == sent
     assert [v.group for v in load_trace_zip(trace_to_zip_bytes(trace)).rounds[1].result.verdicts] == [
         v.group for v in trace.rounds[1].result.verdicts]
+
+
+def test_a_group_verdicts_card_shows_the_group_view_alone_and_says_it_was_checked_with_others():
+    from sam3_agent.ui.html import ImageUrls, render_card
+    from sam3_agent.ui.view import verdict_card
+
+    _, trace, _ = examine_run({"in_groups": True}, ScriptedVLM(answers()))
+    card = verdict_card(trace.rounds[1].result.verdicts[17], 20)
+    html = render_card(card, ImageUrls())
+    assert card.group == (17, 18, 19, 20) and card.zoom_view is None
+    assert html.count("<img ") == 1 and 'alt="masks 17, 18, 19, 20"' in html
+    assert "Mask 18 / 20: <b class=\"verdict\">Accept</b> (checked together with 3 other mask(s))" in html

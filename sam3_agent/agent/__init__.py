@@ -7,9 +7,11 @@ replies, and the prompt texts.
   shows, so that none re-parses model text).
 - ``context``: which messages of the conversation go into the next request (pure: derived from the rounds so far).
 - ``tools`` / ``agent.tool_specs``: the model's action space and each tool's checks and effects.
-- ``verify``: ``examine_each_mask``'s one isolated VLM call per mask.
+- ``verify``: ``examine_each_mask``'s one isolated VLM call per mask; ``verify_groups``: its calls of several
+  masks on one view each (``in_groups``).
 - ``parsing`` / ``agent.call_json`` / ``agent.bare_calls``: tool calls read from the model's text (tagged, or
-  written without their tag); ``reasoning``: where the reasoning ends; ``verdicts``: the per-mask verdict grammar.
+  written without their tag); ``reasoning``: where the reasoning ends; ``verdicts``: the verdict grammar (per mask, and a
+  group's one line per mask).
 - ``prompts``: the system prompts and every feedback message, read from ``prompts/``; ``tool_format``: the
   reference ``<tool>`` format or the native one (function schema, ``<tool_call>``).
 

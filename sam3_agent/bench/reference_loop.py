@@ -6,7 +6,9 @@ runs of ``sam3.agent.inference.run_single_image_inference`` (its agent loop and 
 zero-cost SAM 3 (``set_image`` / ``set_text_prompt`` hand over the scene's masks, computed before timing) and a
 replayed VLM (both phrases, examine, select every mask; the verifier accepts). With ``--requests DIR`` it runs once
 and writes every request the loop sent to its VLM into ``DIR/requests.json`` (messages as the loop built them, each
-image path replaced by a copy named by its content, in ``DIR``), which ``bench.tokens`` counts.
+image path replaced by a copy named by its content, in ``DIR``), which ``bench.tokens`` counts; if the loop fails, the
+requests it sent until then are written with its error (at 100 masks it cannot save the overlay of the masks it
+kept: their numbers, joined, make a file name longer than the system allows).
 
 The wheel's package ``__init__`` builds the model (and needs packages the agent loop does not); the loop is
 imported without it. The wheel ships no prompt files: placeholders are written beside it (the replayed VLM
@@ -121,6 +123,7 @@ class RequestLog:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.requests: list[list[dict]] = []
+        self.error: str | None = None  # how the loop failed, if it did (the requests sent until then are kept)
 
     def _copy(self, path: str) -> str:
         data = Path(path).read_bytes()
@@ -146,7 +149,7 @@ class RequestLog:
     def write(self) -> None:
         (self.folder / "requests.json").write_text(json.dumps(
             {"main_prompt_placeholder": MAIN_PROMPT, "check_prompt_placeholder": CHECK_PROMPT,
-             "requests": self.requests}))
+             "requests": self.requests, "error": self.error}))
 
 
 def main() -> int:
@@ -170,8 +173,15 @@ def main() -> int:
             service = functools.partial(call_sam_service, FakeProcessor(answers))
             vlm = functools.partial(log.replay if log else replay, count)
             started = time.process_time()
-            with contextlib.redirect_stdout(io.StringIO()):
-                inference.run_single_image_inference(str(photo), QUERY, {"name": "replay"}, vlm, service, str(out))
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    inference.run_single_image_inference(str(photo), QUERY, {"name": "replay"}, vlm, service,
+                                                         str(out))
+            except Exception as error:  # noqa: BLE001 - the reference's own failure, reported with what it sent
+                if not log:
+                    raise
+                log.error = f"{type(error).__name__}: {error}"
+                break
             best = min(best, time.process_time() - started)
             if not any(out.glob("*_pred.json")):
                 raise SystemExit("the reference run wrote no prediction: it did not finish")

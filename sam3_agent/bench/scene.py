@@ -14,7 +14,6 @@ import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-
 from pathlib import Path
 
 import numpy as np

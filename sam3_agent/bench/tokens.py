@@ -43,8 +43,13 @@ GOAL = 0.15  # issue 23: ours computes at most 15 % of the tokens the reference 
 # Token counts of the reference's system prompts (sam3/agent/system_prompts/ of facebookresearch/sam3 at 99d02f2,
 # read and stripped as its loop reads them, Qwen's tokenizer); its wheel ships neither file.
 REFERENCE_PROMPT_TOKENS = {"main": 14_002, "check": 1_170}
-# The reference's tokens sent per case, measured by this command with --reference-python (sam3 0.1.4) for issue 23.
-REFERENCE_CITED: dict[Case, tuple[int, int]] = {}  # case -> (requests, tokens sent)
+# The reference's requests and tokens sent per case, measured by this command with --reference-python (sam3 0.1.4)
+# for issue 23; for ROUND_CASE, its verification requests alone.
+REFERENCE_CITED: dict[Case, tuple[int, int]] = {
+    (640, 427, 6): (10, 69_663), (640, 427, 20): (24, 95_877), (1008, 1008, 6): (10, 83_178),
+    (1008, 1008, 20): (24, 128_827),
+}
+REFERENCE_ROUND_CITED: dict[Case, tuple[int, int]] = {}
 
 
 class RecordingVLM:
@@ -127,6 +132,11 @@ def count(counter: TokenCounter, requests: Sequence[Sequence[Message]], is_verif
     verify = [i for i, v in enumerate(is_verify) if v]
     return Counted(len(tokens), sum(sent), sum(computed), len(verify), sum(sent[i] for i in verify),
                    sum(computed[i] for i in verify))
+
+
+def reference_error(folder: Path) -> str | None:
+    """How the reference loop failed while ``reference_loop --requests`` recorded it into ``folder``, or ``None``."""
+    return json.loads((folder / "requests.json").read_text()).get("error")
 
 
 def reference_requests(folder: Path, prompts: Path | None, counter: TokenCounter
@@ -221,22 +231,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     shares: dict[Case, float] = {}
     for case in args.cases:
         ours = count(counter, *run_ours(case))
-        if args.reference_python:
-            with tempfile.TemporaryDirectory(prefix="sam3_ref_requests_") as tmp:
-                run_reference(args.reference_python, case, Path(tmp))
-                reference = count(counter, *reference_requests(Path(tmp), args.reference_prompts, counter))
-            ref_requests, ref_sent = reference.requests, reference.sent
-        elif case in REFERENCE_CITED:
-            ref_requests, ref_sent = REFERENCE_CITED[case]
-        else:
-            ref_requests, ref_sent = 0, 0
+        reference = _reference(args, counter, case, out)
+        ref_requests, ref_sent = (reference.requests, reference.sent) if reference else REFERENCE_CITED.get(case, (0, 0))
         share = ours.computed / ref_sent if ref_sent else float("nan")
         shares[case] = share
         out.write(f"{_name(case):>14} {ours.requests:>9} {ours.sent:>9,} {ours.computed:>9,} "
                   f"{ours.verify_computed:>8,} | {ref_requests:>8} {ref_sent:>9,} | {share:>12.1%}\n")
     out.write("(verify: the verification requests' share of computed)\n")
     if args.round is not None:
-        _write_round(out, counter, args.round)
+        _write_round(out, counter, args.round, _reference(args, counter, args.round, out))
     measured = {c: s for c, s in shares.items() if s == s}
     if measured:
         worst = max(measured.values())
@@ -245,18 +248,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _write_round(out: Any, counter: TokenCounter, case: Case) -> None:
+def _reference(args: argparse.Namespace, counter: TokenCounter, case: Case, out: Any) -> Counted | None:
+    """The reference's requests on ``case`` counted, when ``--reference-python`` names its interpreter (a failure of
+    the loop itself is written to ``out``; the requests it sent until then are counted)."""
+    if not args.reference_python:
+        return None
+    with tempfile.TemporaryDirectory(prefix="sam3_ref_requests_") as tmp:
+        run_reference(args.reference_python, case, Path(tmp))
+        counted = count(counter, *reference_requests(Path(tmp), args.reference_prompts, counter))
+        error = reference_error(Path(tmp))
+        if error:
+            out.write(f"(the reference loop failed on {_name(case)} after {counted.requests} requests: {error[:160]})\n")
+        return counted
+
+
+def _write_round(out: Any, counter: TokenCounter, case: Case, reference: Counted | None) -> None:
     """The examine round over ``case``'s masks, mask by mask and in groups: verification requests, batches (of
-    ``DEFAULT_VERIFY_BATCH_SIZE`` requests on the local engine), tokens sent and computed."""
+    ``DEFAULT_VERIFY_BATCH_SIZE`` requests on the local engine), tokens sent and computed; the reference's
+    verification requests beside them (sent; measured, or cited)."""
     out.write(f"\nexamine_each_mask over {case[2]} masks at {case[0]}x{case[1]} (verification requests only; "
               f"batches of {DEFAULT_VERIFY_BATCH_SIZE} on the local engine)\n")
-    header = f"{'mode':<24} {'requests':>9} {'batches':>8} {'sent':>10} {'computed':>10}"
+    header = f"{'mode':<28} {'requests':>9} {'batches':>8} {'sent':>10} {'computed':>10}"
     out.write(header + "\n" + "-" * len(header) + "\n")
     for label, examine in (("mask by mask", {}), ("in groups", {"in_groups": True})):
         ours = count(counter, *run_ours(case, examine))
         batches = -(-ours.verify_requests // DEFAULT_VERIFY_BATCH_SIZE)
-        out.write(f"{label:<24} {ours.verify_requests:>9} {batches:>8} {ours.verify_sent:>10,} "
+        out.write(f"{label:<28} {ours.verify_requests:>9} {batches:>8} {ours.verify_sent:>10,} "
                   f"{ours.verify_computed:>10,}\n")
+    measured = (reference.verify_requests, reference.verify_sent) if reference else None
+    cited = measured or REFERENCE_ROUND_CITED.get(case)
+    if cited:
+        label = "reference, one by one" + ("" if measured else " (cited)")
+        out.write(f"{label:<28} {cited[0]:>9} {cited[0]:>8} {cited[1]:>10,} {'-':>10}\n")
 
 
 if __name__ == "__main__":

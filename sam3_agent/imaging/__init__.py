@@ -1,5 +1,5 @@
-"""Images made from masks: post-processing of SAM 3's masks and what the model is shown (numbered overlays,
-single-mask views, zoomed views).
+"""Images made from masks: post-processing of SAM 3's masks and what the model is shown (numbered overlays, the
+verifier's views).
 
 - ``postprocess``: filtering, sorting and boxes of SAM 3's masks.
 - ``draw``: drawing primitives (mask colours, fill, contour, label box, ``DrawStyle``).
@@ -7,7 +7,10 @@ single-mask views, zoomed views).
 - ``labels``: where each mask's number goes and how big it is drawn, at any count (``overlay_labels``).
 - ``legibility``: the size the VLM sees an image at, and the share of labels it can read (``legible_share``).
 - ``overlay``: the numbered overlay, at full size or shrunk for a page.
-- ``views``: single-mask and zoom views, and ``MaskView`` (the recipe a trace stores; ``RENDERER_VERSION``).
+- ``verify_views``: the verifier's views, drawn at the size the VLM's processor uses: the photo small with one mask
+  (locate), the close-up of one mask, the photo with a group of masks numbered (group).
+- ``views``: the single-mask and zoom views of renderers up to 3, and ``MaskView`` (the recipe a trace stores of
+  any view; ``RENDERER_VERSION``).
 
 May import: the ground floor only.
 """

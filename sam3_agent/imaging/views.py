@@ -10,7 +10,6 @@ pixel).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
