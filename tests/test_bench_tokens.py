@@ -74,5 +74,18 @@ def test_the_command_runs_at_a_small_size_and_prints_ours_and_the_round_mask_by_
     with redirect_stdout(out):
         assert tokens.main(["--cases", "320x240/3", "--round", "320x240/10"]) == 0
     lines = out.getvalue().splitlines()
-    assert lines[3].split() == ["320x240/3", "7", "?"]
-    assert lines[-4:] == ["?"]
+    # 4 main requests and 3 verifications; no reference figure for this size (none measured, none cited)
+    assert lines[3].split() == ["320x240/3", "7", "12,157", "4,628", "2,159", "|", "0", "0", "|", "nan%"]
+    assert [line.split()[-4:] for line in lines[-2:]] == [["10", "2", "12,821", "5,762"], ["2", "1", "2,101", "1,335"]]
+    assert lines[-2].startswith("mask by mask") and lines[-1].startswith("in groups")
+
+
+def test_without_the_reference_its_measured_figures_are_printed_as_cited(monkeypatch):
+    monkeypatch.setattr(tokens, "run_ours", lambda case, examine=None: ([], []))
+    monkeypatch.setattr(tokens, "count", lambda *args: tokens.Counted(10, 20_000, 9_000))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        tokens.main(["--cases", "640x427/20", "--round", "none"])
+    text = out.getvalue()
+    assert "reference CITED" in text and "|       24    95,877 |         9.4%" in text
+    assert text.endswith("goal: ours computes <= 15% of the reference's tokens at 1 sizes: yes (highest 9.4%)\n")

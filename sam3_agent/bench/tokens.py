@@ -49,7 +49,7 @@ REFERENCE_CITED: dict[Case, tuple[int, int]] = {
     (640, 427, 6): (10, 69_663), (640, 427, 20): (24, 95_877), (1008, 1008, 6): (10, 83_178),
     (1008, 1008, 20): (24, 128_827),
 }
-REFERENCE_ROUND_CITED: dict[Case, tuple[int, int]] = {}
+REFERENCE_ROUND_CITED: dict[Case, tuple[int, int]] = {(1008, 1008, 100): (100, 330_569)}
 
 
 class RecordingVLM:
