@@ -188,8 +188,8 @@ def schema1_zip_size(trace: Trace) -> int:
             images.setdefault(part.name, part.image)
     for r in trace.rounds:
         for v in r.result.verdicts if r.result is not None else ():
-            images.setdefault(v.mask_view.name, v.mask_view.image)
-            images.setdefault(v.zoom_view.name, v.zoom_view.image)
+            for part in (v.mask_view, v.zoom_view) if v.zoom_view is not None else (v.mask_view,):
+                images.setdefault(part.name, part.image)
     for r in document["rounds"]:
         if r["result"] is not None:
             r["result"]["masks"] = inline(r["result"]["masks"])
@@ -212,7 +212,8 @@ def _views_match(trace_folder: Path, seen: dict[str, str]) -> tuple[int, int]:
             parts[part.name] = part
     for r in trace.rounds:
         for v in (r.result.verdicts if r.result is not None else ()):
-            parts[v.mask_view.name], parts[v.zoom_view.name] = v.mask_view, v.zoom_view
+            for part in (v.mask_view, v.zoom_view) if v.zoom_view is not None else (v.mask_view,):
+                parts[part.name] = part
     names = [n for n in seen if n != "raw"]
     equal = sum(1 for n in names if n in parts and image_digest(parts[n].image) == seen[n])
     return equal, len(names)
