@@ -124,13 +124,13 @@ class CorrectHandlers(SharedObject):
 
     Args:
         point_segmenter: returns the loaded ``sam.tracker.PointSegmenter`` (raising ``BackendError`` with the reason when
-            it could not be loaded); called on point clicks only.
+            it could not be loaded); called on point clicks and boxes only.
         warn: shows a message to the user (``gr.Warning`` in the app); used for unreadable files.
         root: folder for exports (a ``correct/`` folder per session is made inside).
         sessions: where the sessions live (default: a ``CorrectSessions`` with its default bounds whose dropped
             sessions' exports are removed).
         gpu: wraps the point model's call (``spaces.GPU`` on ZeroGPU Spaces; default: none). Only the model call
-            takes a GPU, with plain arguments (image, clicks) and result (``PointMask``): the session never leaves
+            takes a GPU, with plain arguments (image, clicks, box) and result (``PointMask``): the session never leaves
             this process.
         limits: what an upload may cost (default ``trace_upload.app_load_limits()``).
     """
@@ -246,7 +246,8 @@ class CorrectHandlers(SharedObject):
 
     def canvas(self, session: str | None, event: gr.SelectData) -> CorrectOutputs:
         """What the canvas sent (``event.value``, see ``canvas.js``): a click of a click tool at view pixel (x, y), a
-        brush stroke (view points and radius), or Escape (select nothing)."""
+        box from (x1, y1) to (x2, y2) (view pixels), a brush stroke (view points and radius), or Escape (select
+        nothing)."""
         data = getattr(event, "value", None)
         kind = data.get("kind") if isinstance(data, dict) else None
         if kind == "deselect":
@@ -259,6 +260,14 @@ class CorrectHandlers(SharedObject):
                 return correct.click(s, tool, data.get("x"), data.get("y"), model)
 
             return self._apply(session, action)
+        if kind == "box":
+            corners = [data.get(name) for name in ("x1", "y1", "x2", "y2")]
+
+            def boxed(s: CorrectSession) -> CorrectSession:
+                s.geometry.box_to_image(*corners)  # a box with no area is refused before the model is loaded
+                return correct.box(s, *corners, self._point_model())
+
+            return self._apply(session, boxed)
         if kind == "stroke" and data.get("tool") in BRUSH_TOOLS:
             erase = data.get("tool") == TOOL_ERASE
             return self._apply(session, lambda s: correct.brush(s, data.get("points"), data.get("radius"), erase))

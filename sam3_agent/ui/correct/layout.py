@@ -35,12 +35,13 @@ EDIT_ANSWERED_JS = "() => { if (window.__sam3CanvasAnswered) window.__sam3Canvas
 SHORTCUTS = (
     "**Tools**: *Select* a mask or *Show / hide* it by clicking on it; *Point on* / *Point off*: SAM 3's point model "
     "makes a mask from your clicks on (+) and off (-) the object, or refines the selected one; *Paint* adds what you "
-    "brush to the selected mask (or makes a new one), *Erase* removes it. With no mask selected, clicks and strokes "
-    "make a new mask.  \n"
-    "**Keys** (while this tab shows): **1**-**6** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
-    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing · **O** outlines on/off · **[** / **]** "
-    "brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag pan. Mouse: the wheel zooms; with "
-    "a click tool, a drag pans."
+    "brush to the selected mask (or makes a new one), *Erase* removes it; *Box*: drag a box (or tap two opposite "
+    "corners) and SAM 3's point model segments inside it; point clicks after it refine that mask. With no mask "
+    "selected, clicks, boxes and strokes make a new mask.  \n"
+    "**Keys** (while this tab shows): **1**-**7** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
+    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing (or drop a lone box corner) · **O** "
+    "outlines on/off · **[** / **]** brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag "
+    "pan. Mouse: the wheel zooms; with a click tool, a drag pans."
 )
 
 CORRECT_CSS = """
