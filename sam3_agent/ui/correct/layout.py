@@ -118,7 +118,7 @@ class _Controls:
     number_pick: gr.Dropdown
     preview: gr.Image
     bring: gr.Button
-    exports: tuple[gr.Button, gr.Button, gr.Button, gr.Button]  # COCO, PNG masks, bundle, trace
+    exports: tuple[gr.Button, ...]  # COCO (RLE), COCO polygons, YOLO labels, PNG masks, bundle, trace
     download: gr.File
     upload: gr.File
 
@@ -168,6 +168,8 @@ def _controls_column() -> _Controls:
         with gr.Accordion("Export and import", open=True, elem_id="correct-export"):
             with gr.Row():
                 exports = (gr.Button("COCO JSON", elem_id="export-coco-btn", size="sm"),
+                           gr.Button("COCO polygons", elem_id="export-polygons-btn", size="sm"),
+                           gr.Button("YOLO labels (.zip)", elem_id="export-yolo-btn", size="sm"),
                            gr.Button("PNG masks (.zip)", elem_id="export-png-btn", size="sm"),
                            gr.Button("Bundle (.zip)", elem_id="export-bundle-btn", size="sm"),
                            gr.Button("Trace (.zip)", elem_id="export-trace-btn", size="sm"))
@@ -206,7 +208,8 @@ def _wire_correct_tab(handlers: CorrectHandlers, session: gr.State, status: gr.H
                          outputs=outputs, **quiet)
     controls.round_pick.input(handlers.pick_round, inputs=[session, controls.round_pick],
                               outputs=[controls.number_pick, controls.preview], **quiet)
-    exports = (handlers.export_coco, handlers.export_pngs, handlers.export_bundle, handlers.export_trace)
+    exports = (handlers.export_coco, handlers.export_polygons, handlers.export_yolo, handlers.export_pngs,
+               handlers.export_bundle, handlers.export_trace)
     for button, export in zip(controls.exports, exports, strict=True):
         button.click(export, inputs=[session], outputs=[status, controls.download], **quiet)
 
