@@ -101,8 +101,11 @@ def _closest_pair(parent: Polygon, child: Polygon) -> tuple[int, int]:
     sampled vertices; bounded cost for a long outline)."""
     step = max(1, len(child) // PAIR_SAMPLES)
     sampled = child[::step]
-    distances = ((parent[:, None, :] - sampled[None, :, :]) ** 2).sum(axis=2)  # (len(parent), <= PAIR_SAMPLES)
-    at = int(np.unravel_index(int(np.argmin(distances)), distances.shape)[0])
+    # only parent vertices no farther from the child's box than the parent is from one child vertex can do better
+    reach = np.sqrt(((parent - sampled[0]) ** 2).sum(axis=1).min())
+    near = np.flatnonzero(((parent >= sampled.min(axis=0) - reach) & (parent <= sampled.max(axis=0) + reach)).all(axis=1))
+    distances = ((parent[near, None, :] - sampled[None, :, :]) ** 2).sum(axis=2)  # (len(near), <= PAIR_SAMPLES)
+    at = int(near[np.unravel_index(int(np.argmin(distances)), distances.shape)[0]])
     return at, _nearest(child, parent[at])
 
 
