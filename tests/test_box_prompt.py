@@ -168,7 +168,9 @@ def test_the_tiny_model_segments_in_a_box_and_the_edit_replays_its_mask_exactly(
     alone = tracker.segment_points(coffee, [], [], box=box)
     with_click = tracker.segment_points(coffee, [(200.0, 100.0)], [0], box=box)
     assert alone.mask.shape == (400, 600) and alone.mask.dtype == bool and 0.0 <= alone.score <= 1.0
-    assert not np.array_equal(alone.mask, with_click.mask)  # the click reaches the model with the box
+    elsewhere = tracker.segment_points(coffee, [], [], box=(10.0, 200.0, 200.0, 390.0))
+    assert not np.array_equal(alone.mask, elsewhere.mask)  # the box reaches the model
+    assert not np.array_equal(alone.mask, with_click.mask)  # and the click with it
     assert not np.array_equal(alone.mask, tracker.segment_points(coffee, [(285.0, 160.0)], [1]).mask)  # and the box
     state = segment_box(EditState.from_trace(trace), None, coffee, box, tracker, [(200.0, 100.0)], [0])
     assert np.array_equal(state.items[1].mask, with_click.mask)
