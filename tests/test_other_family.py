@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import KnownSegmenter
 from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor, GenerationConfig
 
-from conftest import KnownSegmenter
 from sam3_agent import Agent, AgentConfig, BackendSettings, build_backends
 from sam3_agent.agent.prompts import load_prompts
 from sam3_agent.agent.verify import verification_messages
