@@ -256,3 +256,25 @@ def test_a_box_without_the_point_model_says_why(big_session, tmp_path):
     handlers = CorrectHandlers(missing, warn=lambda message: None, root=tmp_path / "app")
     out = handlers.canvas(handlers.sessions.put(big_session), boxed(10, 10, 100, 100))
     assert "could not be loaded" in out.status and "Nothing was changed." in out.status
+
+
+def test_the_pending_box_is_drawn_on_the_canvas_until_the_mask_is_changed_otherwise():
+    from sam3_agent.ui.correct.view import corrected_overlay
+
+    class Inside(BoxSegmenter):  # the box's lower right quarter: the frame runs where no mask is
+        def segment_points(self, image, points, labels, *, box=None):
+            result = super().segment_points(image, points, labels, box=box)
+            mask = result.mask.copy()
+            mask[:, :300] = False
+            mask[:160] = False
+            return PointMask(mask, result.score)
+
+    coffee = photo("coffee.jpg")  # 600 x 400, shown at its own size
+    final = rect_mask(400, 600, 20, 10, 90, 50)[None]
+    trace = Trace(query="the cup", image=coffee, status="done",
+                  final_masks=Masks(final, np.array([0.8], np.float32), np.array([[20, 10, 90, 50]], np.float32)))
+    boxed_session = correct.box(correct.start_session(trace), 180, 20, 420, 300, Inside())
+    frame = np.asarray(corrected_overlay(boxed_session))
+    assert (frame[20, 200:280] == 255).all() and (frame[100:140, 180] == 255).all()  # the top and left sides
+    painted = correct.brush(boxed_session, [[350.0, 250.0]], 4, erase=False)  # the mask changed by other means
+    assert not (np.asarray(corrected_overlay(painted))[20, 200:280] == 255).all()

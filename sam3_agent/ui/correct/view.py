@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ...correct.edits import MaskItem, items_from_masks, rounds_with_masks
-from ...imaging.draw import FILL_ALPHA, DrawStyle, mask_colors
+from ...imaging.draw import FILL_ALPHA, DrawStyle, draw_label, mask_colors
 from ...imaging.labels import label_boxes
 from ...imaging.overlay import render_numbered_overlay
 from ...mask_set import Masks
@@ -167,11 +167,6 @@ def _outer_rim(mask: np.ndarray, width: int) -> np.ndarray:
     return (cv2.dilate(mask.astype(np.uint8), kernel) > 0) & ~mask
 
 
-def _ink(color: np.ndarray) -> tuple[int, int, int]:
-    luma = 0.299 * float(color[0]) + 0.587 * float(color[1]) + 0.114 * float(color[2])
-    return (0, 0, 0) if luma >= 140 else (255, 255, 255)
-
-
 def fill(pixels: np.ndarray, color: np.ndarray, opacity: float) -> np.ndarray:
     """``pixels`` (uint8 (..., 3) RGB) blended with ``color`` at ``opacity`` (0: unchanged, 1: the colour), integer
     weights out of 256 as ``imaging.draw.blend_fill`` (which this equals at ``imaging.draw.FILL_ALPHA``)."""
@@ -237,16 +232,10 @@ def render_items(
             out[_outer_rim(m, border + 1)] = SELECTED_EDGE
     if drawn:
         boxes = label_boxes(np.stack([m for _, m in drawn]), [i + 1 for i, _ in drawn])
-        for (i, _), box in zip(drawn, boxes):
-            if box is None:
+        for (i, _), label_at in zip(drawn, boxes):
+            if label_at is None:
                 continue
-            x0, y0, x1, y1 = box
-            out[y0:y1, x0:x1] = colors[i]
-            ink = _ink(colors[i])
-            cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), ink, max(1, style.text_thickness // 2))
-            (tw, th), _ = cv2.getTextSize(str(i + 1), cv2.FONT_HERSHEY_SIMPLEX, style.font_scale, style.text_thickness)
-            cv2.putText(out, str(i + 1), (x0 + (x1 - x0 - tw) // 2, y0 + (y1 - y0 + th) // 2),
-                        cv2.FONT_HERSHEY_SIMPLEX, style.font_scale, ink, style.text_thickness, cv2.LINE_AA)
+            draw_label(out, label_at, str(i + 1), colors[i], style)
     if box is not None:
         sx, sy = geometry.view_width / geometry.width, geometry.view_height / geometry.height
         corners = (int(box[0] * sx), int(box[1] * sy)), (max(0, int(box[2] * sx) - 1), max(0, int(box[3] * sy) - 1))
