@@ -90,6 +90,7 @@ def test_only_the_first_of_two_tagged_calls_runs():
     ("<think>r</think>\n<function=report_no_mask>\n</function>\n<function=segment_phrase>\n</function>", "stop",
      "several_calls"),
     ("<think>r\n" + call_xml("report_no_mask") + "\n</think>\nDone.", "stop", "call_in_reasoning"),
+    ("<think>r\n<function=report_no_mask>\n</function>\n</think>\n", "stop", "call_in_reasoning"),  # untagged
     ("<think>r</think>\n<tool_call>\n<function=segment_phrase>\n<parameter=text_prompt>\nmu", "length", "truncated"),
     ("<think>r</think>\n<tool_call>\n<function=>\n</function>\n</tool_call>", "stop", "bad_function_call"),
 ])

@@ -339,6 +339,10 @@ def test_the_native_view_renders_the_function_schema_as_qwen3_vl_does(qwen3, cof
 
 
 def test_a_template_that_drops_the_schema_gets_it_in_the_system_turn_noticed_once(tiny_dirs, qwen3, coffee, caplog):
+    from conftest import KnownSegmenter
+
+    from sam3_agent.agent.config import AgentConfig
+    from sam3_agent.agent.loop import Agent
     from sam3_agent.agent.prompts import load_prompts
     from sam3_agent.agent.tool_format import function_schemas
 
@@ -366,3 +370,5 @@ def test_a_template_that_drops_the_schema_gets_it_in_the_system_turn_noticed_onc
         system_turn, add_special_tokens=False)["input_ids"]
     result = generate(view, messages)
     assert result.prompt_tokens == len(view.encode(messages)["input_ids"][0]) > len(vlm.encode(messages)["input_ids"][0])
+    # a native run on it records how the schema reached the model
+    assert Agent(vlm, KnownSegmenter({}), AgentConfig(tool_format="native")).settings()["tool_schema"] == "system_turn"
