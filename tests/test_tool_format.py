@@ -224,3 +224,14 @@ def test_the_app_setting_reaches_the_agent_and_its_traces(tmp_path):
     trace = load_trace_zip(handlers.trace_download(slot)[1])
     assert (trace.status, trace.settings["tool_format"]) == ("done", "native")
     assert trace.final_masks.boxes.tolist() == [[10.0, 10.0, 110.0, 210.0]]  # mask 2 of the two, by score
+
+
+@pytest.mark.slow
+def test_the_tiny_qwen2_5_vl_preset_runs_native_with_the_schema_in_its_system_turn(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["run", "--preset", "tiny", "--tiny-vlm", "qwen2_5_vl", "--tool-format", "native", "--max-rounds", "1",
+                 "--max-new-tokens", "8", "--image", str(ASSETS_DIR / "coffee.jpg"), "--query", "the cup",
+                 "--out", str(out)])
+    assert code == 4, capsys.readouterr().err  # random weights never answer: the round budget ends the run
+    settings = json.loads((out / "trace.json").read_text())["settings"]
+    assert (settings["tool_format"], settings["tool_schema"]) == ("native", "system_turn")
