@@ -137,7 +137,7 @@ def told(segmenter, astronaut, reply: str) -> str:
      "report_no_mask."),
     (xml("segment_phrase", text_prompt="mug", colour="red"),
      'segment_phrase does not take these parameters: colour. Call it like this: {"name": "segment_phrase", '
-     '"parameters": {"text_prompt": "..."}}'),
+     '"arguments": {"text_prompt": "..."}}'),  # the function-calling word, as the schema the model was given
     ("<think>r</think>\n<function=report_no_mask>\n</function>\n<function=segment_phrase>\n</function>",
      "Your reply held 2 function calls written together, so none ran. Make exactly one function call per reply, "
      "after </think>."),

@@ -93,9 +93,9 @@ def _quoted(phrases: Sequence[str]) -> str:
     return ", ".join(f'"{p}"' for p in phrases)
 
 
-def check_parameters(call: ToolCall) -> None:
+def check_parameters(call: ToolCall, arguments_key: str = "parameters") -> None:
     """Check a call's parameters against ``TOOL_SPECS``: the required ones present, no extras, right JSON types,
-    not empty.
+    not empty. The feedback shows the right call with ``arguments_key`` (``ToolSpec.schema_text``).
 
     Mask-number lists are only checked for being present here; ``check_mask_numbers`` checks them.
 
@@ -103,7 +103,7 @@ def check_parameters(call: ToolCall) -> None:
         CallError: ``missing_parameter``, ``extra_parameter``, ``wrong_type`` or ``empty_parameter``.
     """
     spec = TOOL_SPECS[call.name]
-    schema = spec.schema_text()
+    schema = spec.schema_text(arguments_key)
     for parameter in spec.parameters:
         if parameter.required and parameter.name not in call.parameters:
             raise CallError("missing_parameter", tool=call.name, parameter=parameter.name, schema=schema)
@@ -208,7 +208,7 @@ class Tools:
         try:
             if call.name not in TOOL_SPECS:  # the parser only returns known names; guard anyway
                 raise CallError("unknown_tool", name=call.raw_name or call.name, tools=", ".join(TOOL_SPECS))
-            check_parameters(call)
+            check_parameters(call, "arguments" if self.config.tool_format == "native" else "parameters")
             if call.name == "segment_phrase":
                 return self._segment_phrase(call.parameters["text_prompt"], state, round_index)
             if call.name == "examine_each_mask":
