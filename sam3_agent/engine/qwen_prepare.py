@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from jinja2 import TemplateError
+from jinja2 import TemplateError  # a chat template's raise_exception (e.g. roles that must alternate)
 
+from ..errors import InputError
 from ..messages import ImagePart, Message, TextPart
 from .decoded import EngineError
 from .qwen_inputs import PreprocessedImages, TextIds, encode_messages, to_chat
@@ -26,8 +27,6 @@ logger = logging.getLogger(__name__)
 
 _SYSTEM_MEMO_SIZE = 8  # distinct system prompts whose token ids are remembered
 _TURN_START = "<|im_start|>"  # Qwen's chat turns open with it
-# What preparing a request may raise for a request the processor or the chat template refuses.
-PREPARE_ERRORS = (ValueError, TypeError, RuntimeError, TemplateError)
 
 
 class RequestPreparer:
@@ -38,10 +37,12 @@ class RequestPreparer:
             ``encode_request`` asks it for positions).
         processor: its processor (chat template, tokenizer, image processor).
         device: torch device string the model is on.
-        image_size: pixel bounds given to the image processor (``{"shortest_edge", "longest_edge"}``, pixels).
+        image_size: pixel bounds given to the image processor (``{"shortest_edge", "longest_edge"}``, pixels);
+            ``None`` for a processor that sizes images its own way (``qwen_inputs.takes_pixel_bounds``), which is then
+            given no size.
     """
 
-    def __init__(self, model: Any, processor: Any, device: str, image_size: dict[str, int]) -> None:
+    def __init__(self, model: Any, processor: Any, device: str, image_size: dict[str, int] | None) -> None:
         self.model = model
         self.processor = processor
         self.device = device
@@ -60,14 +61,24 @@ class RequestPreparer:
         """This preparer showing every chat's model ``tools`` (the function schema): through the chat template's
         ``tools=``, or, when the template drops them (Qwen2.5-VL's), appended to the system turn in Qwen's own
         function-calling form (``qwen_tools``; noticed once per model and logged). The image and text caches are
-        shared, the system turns (which hold the schema) are remembered apart."""
+        shared, the system turns (which hold the schema) are remembered apart.
+
+        Raises:
+            InputError: the template drops the schema and the model is not a Qwen (``model_type`` ``qwen...``), whose
+                family's form is the only one known here.
+        """
         view = copy.copy(self)
         view.tools = list(tools)
         view._system_ids = {}
         if self._renders_tools(view.tools):
             view.tool_schema = "chat_template"
-        else:
+        elif str(getattr(self.model.config, "model_type", "")).startswith("qwen"):
             view.tool_schema, view._system_suffix = "system_turn", tools_block(view.tools)
+        else:
+            raise InputError(
+                f"the chat template of this {getattr(self.model.config, 'model_type', 'unknown')} model ignores the "
+                "function schema (tools=), and its family's own function-calling form is not known here: use the "
+                "reference tool format (--tool-format reference)")
         return view
 
     def _renders_tools(self, tools: list[dict[str, Any]]) -> bool:
@@ -115,14 +126,11 @@ class RequestPreparer:
     def encode(self, messages: Sequence[Message]) -> Any:
         """The processor's encoding of ``messages`` for ``generate`` (``input_ids`` int64 (1, T), attention mask,
         ``pixel_values`` and ``image_grid_thw`` int64 (I, 3) for images) on ``self.device``."""
+        sizing = {} if self.image_size is None else {
+            "processor_kwargs": {"images_kwargs": {"size": dict(self.image_size)}}}
         inputs = self.processor.apply_chat_template(
-            self._chat(messages),
-            add_generation_prompt=True,
-            tokenize=True,
-            return_dict=True,
-            return_tensors="pt",
-            processor_kwargs={"images_kwargs": {"size": dict(self.image_size)}},
-            **self._template(),
+            self._chat(messages), add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt",
+            **sizing, **self._template(),
         )
         return inputs.to(self.device)
 
@@ -130,11 +138,12 @@ class RequestPreparer:
         """``encode``, its faults raised as ``EngineError("prepare", ...)``."""
         try:
             return self.encode(messages)
-        except PREPARE_ERRORS as exc:
+        except (ValueError, TypeError, RuntimeError, TemplateError) as exc:
             raise EngineError("prepare", exc) from exc
 
     def prepare(self, messages: Sequence[Message]) -> EncodedRequest:
-        """Tokenize ``messages`` (each distinct image preprocessed once) and describe them for ``CachedDecoder``.
+        """Tokenize ``messages`` (each distinct image preprocessed once) and describe them for ``CachedDecoder``
+        (only for models the decoder runs: a Qwen-VL processor, ``image_size`` set).
 
         Raises:
             EngineError: the processor or the model's position index refused the request (stage ``"prepare"``).
@@ -143,6 +152,8 @@ class RequestPreparer:
             parts = [part for message in messages for part in message.parts if isinstance(part, ImagePart)]
             images = [part.image for part in parts]
             digests = [part.digest for part in parts]
+            if self.image_size is None:
+                raise ValueError("the cached decoder needs a Qwen-VL image processor (pixel bounds)")
             encoded = encode_messages(
                 self.processor, self._chat(messages), images, self.image_size, self._images, digests, self._texts,
                 self._template(),
@@ -156,7 +167,7 @@ class RequestPreparer:
                 }
             system_length = self._system_length(messages, inputs["input_ids"][0])
             return encode_request(self.model, inputs, images, self._image_token_id, system_length, digests)
-        except PREPARE_ERRORS as exc:
+        except (ValueError, TypeError, RuntimeError, TemplateError) as exc:
             raise EngineError("prepare", exc) from exc
 
     def system_request(self, text: str) -> EncodedRequest:
@@ -180,7 +191,8 @@ class RequestPreparer:
             rendered = self.processor.apply_chat_template(
                 self._chat(probe), add_generation_prompt=False, tokenize=False, **self._template()
             )
-            rendered = rendered[: rendered.rindex(_TURN_START)]
+            cut = rendered.rfind(_TURN_START)
+            rendered = rendered[:cut] if cut > 0 else rendered
             ids = list(self.processor.tokenizer(rendered, add_special_tokens=False)["input_ids"])
             if len(self._system_ids) >= _SYSTEM_MEMO_SIZE:
                 self._system_ids.pop(next(iter(self._system_ids)))
