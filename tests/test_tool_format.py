@@ -235,3 +235,14 @@ def test_the_tiny_qwen2_5_vl_preset_runs_native_with_the_schema_in_its_system_tu
     assert code == 4, capsys.readouterr().err  # random weights never answer: the round budget ends the run
     settings = json.loads((out / "trace.json").read_text())["settings"]
     assert (settings["tool_format"], settings["tool_schema"]) == ("native", "system_turn")
+
+
+def test_a_family_whose_template_drops_the_schema_and_whose_form_is_unknown_is_refused_before_the_run():
+    from sam3_agent.presets import tiny_model_paths
+    from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
+
+    gemma = TransformersQwenVLM.from_pretrained(str(tiny_model_paths("gemma3")[1]), device="cpu")
+    with pytest.raises(InputError, match="^the chat template of this gemma3 model ignores the function schema "
+                                         r"\(tools=\), and its family's own function-calling form is not known here: "
+                                         r"use the reference tool format \(--tool-format reference\)$"):
+        Agent(gemma, KnownSegmenter({}), AgentConfig(tool_format="native"))
