@@ -69,7 +69,8 @@ class Agent:
         self.config = config or AgentConfig()
         self.prompts = prompts or load_prompts()
         self.extra_settings = dict(settings or {})
-        self.tools = Tools(segmenter, self.verifier, self.prompts, self.config)
+        # the overlays and tiles go to the main VLM: their labels are sized for the pixel bounds it sees them at
+        self.tools = Tools(segmenter, self.verifier, self.prompts, self.config, limits_of(vlm).pixel_bounds)
         self.main_system = self.prompts.main_system
         if self.config.tool_format == "native":
             self.vlm = with_tools(vlm, function_schemas(self.prompts.main_system))
