@@ -21,7 +21,7 @@ REASON_TEXTS: dict[str, str] = {
     BEFORE_LATEST_SEGMENT: "before the latest segment_phrase: its masks no longer exist",
     OLD_MISTAKE: "an old mistake: the model was told and moved on",
     MASKS_GONE: (f"its overlay shows masks that no longer exist: at most {MAX_CONTEXT_IMAGES} images are sent, the "
-                 "raw image and the current masks' overlay"),
+                 "raw image and the current masks' overlay (with its tiles, for a dense set)"),
 }
 REASON_NOT_RECORDED = "reason not recorded in this trace"
 
