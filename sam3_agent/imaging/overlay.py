@@ -87,7 +87,7 @@ def draw_numbered(out: np.ndarray, regions: MaskRegions, numbers: list[int] | No
     for k, placement in shown:
         draw_label(out, placement.box, str(labels[k]), colors[k], placed.style)
     if len(nonempty) < n:
-        logger.warning("render_numbered_overlay: %d empty mask(s) left undrawn", n - len(nonempty))
+        logger.warning("numbered view: %d empty mask(s) left undrawn", n - len(nonempty))
 
 
 def render_overlay_scaled(image: Image.Image, masks: Masks, max_side: int) -> Image.Image:

@@ -157,8 +157,9 @@ def tile_masks(masks: Masks, layouts: list[TileLayout], tile: int, style: DrawSt
     windows, indices = [], []
     for k, box in enumerate(masks.tight_boxes):
         part = _overlap(box, layout.box)
-        if part is not None:
-            windows.append(_window(masks, k, part, layout))
+        window = _window(masks, k, part, layout) if part is not None else None
+        if window is not None and window[2].any():  # its box may reach into the tile where its pixels do not
+            windows.append(window)
             indices.append(k)
     regions = MaskRegions.from_windows(windows, layout.size[1], layout.size[0], style.contour_width + 1)
     return TileMasks(regions, indices, [numbered[k] for k in indices])

@@ -6,8 +6,9 @@ within one trace (``ImagePart.name``), so one ``ImageUrls`` serves one run or on
 
 CSS classes the tests and the stylesheet rely on:
 ``round`` (``data-round``, ``data-finished``), ``round-live``, ``reasoning``, ``tool-call``, ``tool-writing``,
-``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``tiles`` (``img.tile``), ``verdict-card`` + ``verdict-accept``/``verdict-reject``
-(``data-mask``), ``ctx-open`` (``data-round``: a button opening that round's context), ``ctx-scroll``,
+``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``tiles`` (``img.tile``),
+``verdict-card`` + ``verdict-accept``/``verdict-reject`` (``data-mask``), ``ctx-open`` (``data-round``: a button
+opening that round's context), ``ctx-scroll``,
 ``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``, ``ctx-reason``, ``ctx-run``
 (a collapsed run of dropped messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``, ``ctx-tokens``,
 ``timeline`` (``tr[data-round]``, ``timeline-current``, ``timeline-<kind>``), ``status`` + ``status-<kind>``,
