@@ -52,6 +52,8 @@ def test_the_four_tiles_overlap_by_an_eighth_and_each_costs_what_the_overlay_cos
     big = tile_layouts(4000, 3000)
     assert big[3].box == (1750, 1312, 4000, 3000) and big[3].size == (1156, 867)
     assert big[3].size[0] * big[3].size[1] <= DEFAULT_BOUNDS.max_pixels
+    # a VLM with --max-pixels 100352 sees the overlay at 388 x 259: its tiles are drawn at that size
+    assert {t.size for t in tile_layouts(640, 427, PixelBounds(100_352, 100_352))} == {(387, 259)}
 
 
 def test_a_mask_no_wider_than_the_overlap_lies_whole_in_a_tile_column_wherever_it_is():
