@@ -59,7 +59,7 @@ class ContextPanel:
         round_index: 1-based round number.
         entries: every message that existed when the request was built, in order.
         note: the tried-phrases note added to message 1, or ``None``.
-        image_count: images in the request (at most 2).
+        image_count: images in the request (at most ``agent.context.MAX_CONTEXT_IMAGES``).
         prompt_tokens: tokens in the request; ``None`` until the round ends or when unknown.
         pending: True while the round runs (its token count comes with its end).
     """
