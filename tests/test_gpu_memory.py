@@ -131,3 +131,21 @@ def test_on_the_cpu_and_with_the_tiny_models_no_plan_is_made():
     backends = build_backends(BackendSettings(preset="tiny"))
     assert "memory_plan" not in backends.settings
     assert (backends.settings["sam3_dtype"], backends.settings["verify_batch_size"]) == ("float32", 8)
+
+
+# Qwen3.6-27B and Qwen3.6-35B-A3B text configs (public copies; only the fields the plan reads): 64 / 40 layers, every
+# fourth one full attention, the others Gated DeltaNet.
+QWEN3_6_27B_TEXT = {"num_hidden_layers": 64, "full_attention_interval": 4, "num_attention_heads": 24,
+                    "num_key_value_heads": 4, "head_dim": 256, "hidden_size": 5120}
+QWEN3_6_35B_A3B_TEXT = {**QWEN3_6_27B_TEXT, "num_hidden_layers": 40, "num_key_value_heads": 2, "hidden_size": 2048}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (QWEN3_6_27B_TEXT, 2 * 16 * 4 * 256 * 2),  # 64 KiB: 16 attention layers of 64
+    (QWEN3_6_35B_A3B_TEXT, 2 * 10 * 2 * 256 * 2),  # 20 KiB: 10 of 40
+    ({**QWEN3_6_27B_TEXT, "layer_types": ["linear_attention"] * 3 + ["full_attention"]}, 2 * 1 * 4 * 256 * 2),
+])
+def test_only_the_attention_layers_of_a_hybrid_model_count_per_token(tmp_path, text, expected):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_5", "text_config": text}))
+    assert kv_bytes_per_token(config) == expected

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from jinja2 import TemplateError  # a chat template's raise_exception (e.g. roles that must alternate)
 
 from ..messages import ImagePart, Message, TextPart
 from .decoded import EngineError
@@ -30,10 +31,12 @@ class RequestPreparer:
             ``encode_request`` asks it for positions).
         processor: its processor (chat template, tokenizer, image processor).
         device: torch device string the model is on.
-        image_size: pixel bounds given to the image processor (``{"shortest_edge", "longest_edge"}``, pixels).
+        image_size: pixel bounds given to the image processor (``{"shortest_edge", "longest_edge"}``, pixels);
+            ``None`` for a processor that sizes images its own way (``qwen_inputs.takes_pixel_bounds``), which is then
+            given no size.
     """
 
-    def __init__(self, model: Any, processor: Any, device: str, image_size: dict[str, int]) -> None:
+    def __init__(self, model: Any, processor: Any, device: str, image_size: dict[str, int] | None) -> None:
         self.model = model
         self.processor = processor
         self.device = device
@@ -76,14 +79,11 @@ class RequestPreparer:
     def encode(self, messages: Sequence[Message]) -> Any:
         """The processor's encoding of ``messages`` for ``generate`` (``input_ids`` int64 (1, T), attention mask,
         ``pixel_values`` and ``image_grid_thw`` int64 (I, 3) for images) on ``self.device``."""
+        sizing = {} if self.image_size is None else {
+            "processor_kwargs": {"images_kwargs": {"size": dict(self.image_size)}}}
         inputs = self.processor.apply_chat_template(
-            to_chat(messages),
-            add_generation_prompt=True,
-            tokenize=True,
-            return_dict=True,
-            return_tensors="pt",
-            processor_kwargs={"images_kwargs": {"size": dict(self.image_size)}},
-            **self._template(),
+            to_chat(messages), add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt",
+            **sizing, **self._template(),
         )
         return inputs.to(self.device)
 
@@ -91,11 +91,12 @@ class RequestPreparer:
         """``encode``, its faults raised as ``EngineError("prepare", ...)``."""
         try:
             return self.encode(messages)
-        except (ValueError, TypeError, RuntimeError) as exc:
+        except (ValueError, TypeError, RuntimeError, TemplateError) as exc:
             raise EngineError("prepare", exc) from exc
 
     def prepare(self, messages: Sequence[Message]) -> EncodedRequest:
-        """Tokenize ``messages`` (each distinct image preprocessed once) and describe them for ``CachedDecoder``.
+        """Tokenize ``messages`` (each distinct image preprocessed once) and describe them for ``CachedDecoder``
+        (only for models the decoder runs: a Qwen-VL processor, ``image_size`` set).
 
         Raises:
             EngineError: the processor or the model's position index refused the request (stage ``"prepare"``).
@@ -104,6 +105,8 @@ class RequestPreparer:
             parts = [part for message in messages for part in message.parts if isinstance(part, ImagePart)]
             images = [part.image for part in parts]
             digests = [part.digest for part in parts]
+            if self.image_size is None:
+                raise ValueError("the cached decoder needs a Qwen-VL image processor (pixel bounds)")
             encoded = encode_messages(
                 self.processor, to_chat(messages), images, self.image_size, self._images, digests, self._texts,
                 self._template(),
@@ -117,7 +120,7 @@ class RequestPreparer:
                 }
             system_length = self._system_length(messages, inputs["input_ids"][0])
             return encode_request(self.model, inputs, images, self._image_token_id, system_length, digests)
-        except (ValueError, TypeError, RuntimeError) as exc:
+        except (ValueError, TypeError, RuntimeError, TemplateError) as exc:
             raise EngineError("prepare", exc) from exc
 
     def system_request(self, text: str) -> EncodedRequest:

@@ -31,7 +31,8 @@ import cv2
 import numpy as np
 
 from ..mask_set import Masks
-from .draw import DrawStyle, text_size
+from .digits import text_size
+from .draw import DrawStyle
 from .legibility import DEFAULT_BOUNDS, PixelBounds, seen_scale
 from .postprocess import boxes_from_masks
 from .regions import MaskRegions, MaskSource
@@ -41,7 +42,7 @@ LABEL_GAP = 1  # px kept free between two labels
 BESIDE_REACH = 0.25  # how far from its mask a label may go (share of the longer side) before it overlaps instead
 LABEL_AREA_SHARE = 0.25  # dense sets: the font shrinks until all label boxes together cover at most this share
 DENSE_LABELS = 20  # ... of the image; fewer labels keep their font (shrinking helps a crowd, not a tiny photo)
-MIN_DIGIT_PX_SEEN = 10  # ... but digits stay at least this tall (px, OpenCV's text height) where the VLM sees them
+MIN_DIGIT_PX_SEEN = 10  # ... but digits stay at least this tall (px, ink height) where the VLM sees them
 
 
 def _distance_map(inner: np.ndarray) -> np.ndarray:
@@ -297,7 +298,7 @@ def crowded(width: int, height: int, count: int, bounds: PixelBounds = DEFAULT_B
 @dataclass(frozen=True)
 class OverlayLabels:
     """The labels of a numbered overlay: one placement per mask (``None`` for an empty one), the style they are
-    drawn in and their digits' height in px (OpenCV's text height, at the photo's size)."""
+    drawn in and their digits' height in px (their ink's height, at the photo's size)."""
 
     placements: list[LabelPlacement | None]
     style: DrawStyle

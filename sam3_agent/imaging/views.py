@@ -31,7 +31,8 @@ from .tiles import TILE_PLACES, render_tile
 ZOOM_MIN_LONG_SIDE = 384  # zoom crops are upscaled until their longer side reaches this (px)
 ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
 ZOOM_SEPARATOR_COLOR = (255, 255, 255)
-RENDERER_VERSION = 2  # recorded in saved traces next to the view recipes; 2: labels placed and sized for any count
+RENDERER_VERSION = 3  # recorded in saved traces next to the view recipes; 2: labels placed and sized for any count;
+# 3: digits drawn by imaging.digits (the same pixels on every OpenCV version)
 
 
 def _single_mask_view(image: Image.Image, regions: MaskRegions, k: int, color: np.ndarray) -> Image.Image:

@@ -146,8 +146,14 @@ def checkpoint_files(model_id: str) -> tuple[int | None, Path | None]:
 
 
 def kv_bytes_per_token(config_path: Path | None) -> int:
-    """KV cache bytes per token in bfloat16 from a Qwen-VL ``config.json`` (text config: layers, key-value heads,
-    head size); ``DEFAULT_KV_BYTES_PER_TOKEN`` when unknown."""
+    """KV cache bytes per token in bfloat16 from a ``config.json`` (text config: attention layers, key-value heads,
+    head size); ``DEFAULT_KV_BYTES_PER_TOKEN`` when unknown.
+
+    Only attention layers keep keys and values per token: in a hybrid model (Qwen3.5 / Qwen3.6: ``layer_types`` with
+    ``linear_attention`` layers, or ``full_attention_interval``) the Gated DeltaNet layers hold a fixed-size state
+    per sequence instead (``ATTENTION_LAYER_TYPES``; that state is left to ``MARGIN_BYTES``, see docs/gpu.md).
+    Sliding-window layers are counted as full ones (an upper bound).
+    """
     if config_path is None:
         return DEFAULT_KV_BYTES_PER_TOKEN
     try:
@@ -155,9 +161,24 @@ def kv_bytes_per_token(config_path: Path | None) -> int:
         text = config.get("text_config") or config
         heads = int(text["num_attention_heads"])
         head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // heads)
-        return 2 * int(text["num_hidden_layers"]) * int(text.get("num_key_value_heads", heads)) * head_dim * 2
+        return 2 * _attention_layers(text) * int(text.get("num_key_value_heads", heads)) * head_dim * 2
     except (OSError, ValueError, KeyError, TypeError):
         return DEFAULT_KV_BYTES_PER_TOKEN
+
+
+# layer types of a text config that keep keys and values per token (transformers' ``layer_types`` names)
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _attention_layers(text: dict) -> int:
+    """How many layers of a text config keep a KV cache per token (``layer_types``, else every
+    ``full_attention_interval``-th layer, else all of them)."""
+    layers = int(text["num_hidden_layers"])
+    types = text.get("layer_types")
+    if isinstance(types, list) and types:
+        return sum(1 for kind in types if kind in ATTENTION_LAYER_TYPES)
+    interval = text.get("full_attention_interval")
+    return layers // int(interval) if interval else layers
 
 
 def free_gpu_bytes() -> int:

@@ -1,5 +1,6 @@
-"""VLM backends behind one protocol (``base.VLM``): the local Qwen-VL (``transformers_qwen`` over ``engine``), a
-scripted one for tests (``scripted``), and an OpenAI-compatible server.
+"""VLM backends behind one protocol (``base.VLM``): a local model (``transformers_qwen`` over ``engine``: Qwen-VL and
+Qwen3.5 on the engine's fast path, any other image-text-to-text model on plain ``generate``), a scripted one for tests
+(``scripted``), and an OpenAI-compatible server.
 
 The server path: ``openai_server`` (the request, the per-call deadline, the stop event, fault finishes retried),
 ``server_stream`` (the HTTP attempts and their retries), ``sse_answer`` (the body read into deltas),
