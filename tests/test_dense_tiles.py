@@ -14,7 +14,7 @@ from PIL import Image
 from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.prompts import load_prompts
-from sam3_agent.bench.labels import measure, measure_tiles
+from sam3_agent.bench.labels import measure, measure_tiles, view_tokens
 from sam3_agent.imaging.draw import DrawStyle, blend_fill, mask_colors
 from sam3_agent.imaging.legibility import DEFAULT_BOUNDS, PixelBounds
 from sam3_agent.imaging.tiles import (
@@ -119,6 +119,13 @@ def test_the_tiles_of_200_crowd_masks_are_legible_with_larger_digits_than_the_ov
     tiles, overlay = measure_tiles("rocket.jpg", 200), measure("rocket.jpg", 200)
     assert tiles["shown"] and tiles["legible"] >= 0.95 and tiles["numbered"] == 1.0
     assert tiles["digits_px"] >= 1.5 * overlay["digits_px"]  # 19 px against 12
+
+
+def test_the_four_tiles_cost_four_overlays_in_qwen3_vl_image_tokens():
+    # 640 x 427 -> 640 x 416 in whole 32 px tokens: 20 x 13; each 638 x 427 tile the same
+    assert view_tokens(640, 427) == (260, 4 * 260)
+    # --max-pixels 100352: the overlay is seen at 388 x 259 -> 384 x 256, 12 x 8 tokens
+    assert view_tokens(640, 427, PixelBounds(50_000, 100_352)) == (96, 4 * 96)
 
 
 def test_the_tiles_read_where_a_small_pixel_bound_makes_the_overlay_illegible():

@@ -18,8 +18,10 @@ from sam3_agent.imaging.draw import DrawStyle, draw_leader, mask_colors
 from sam3_agent.imaging.labels import LABEL_GAP, MIN_DIGIT_PX_SEEN, label_style, overlay_labels
 from sam3_agent.imaging.legibility import DEFAULT_BOUNDS, PixelBounds, legible_share, seen_scale
 from sam3_agent.imaging.overlay import render_numbered_overlay
+from sam3_agent.models.gpu_calls import GpuVLM
 from sam3_agent.trace.io import load_trace, save_trace
 from sam3_agent.vlm.image_fit import DEFAULT_LIMITS, ImageLimits, bounded_size
+from sam3_agent.vlm.openai_server import OpenAIServerVLM
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 
@@ -111,6 +113,22 @@ def test_the_overlay_is_drawn_for_the_main_vlms_pixel_bound_not_the_default(smal
                           np.asarray(render_numbered_overlay(small_bound_run.image, masks, bounds=SMALL.pixel_bounds)))
     assert not np.array_equal(np.asarray(overlay.image),
                               np.asarray(render_numbered_overlay(small_bound_run.image, masks)))
+
+
+def _server_vlm():
+    return OpenAIServerVLM("http://127.0.0.1:9/v1", "m", max_pixels=50_000)  # --vlm-server ... --max-pixels 50000
+
+
+def _zerogpu_vlm():
+    local = ScriptedVLM([])
+    local.image_limits = SMALL  # the local model loaded with ZeroGPU's plan or --max-pixels
+    return GpuVLM(local, "test-label-bounds")
+
+
+@pytest.mark.parametrize("make_vlm", [_server_vlm, _zerogpu_vlm], ids=["server", "zerogpu"])
+def test_the_bound_comes_from_the_main_vlm_however_it_is_served(make_vlm):
+    agent = Agent(make_vlm(), KnownSegmenter({}), AgentConfig(), verifier=ScriptedVLM([]))
+    assert agent.tools.view_bounds == PixelBounds(50_000, 50_000)
 
 
 def test_a_saved_overlay_records_its_bound_and_is_drawn_again_identically(small_bound_run, tmp_path):
