@@ -4,8 +4,8 @@ the VLM's pixel bounds).
 
 Every view is a pure function of the photo and the masks, so a trace stores ``MaskView`` recipes instead of pixels
 and renders them again, identically, when it is opened (``RENDERER_VERSION`` is recorded with them: change it
-whenever a change in ``imaging`` (``draw``, ``regions``, ``labels``, ``overlay``, this module) changes a single
-pixel).
+whenever a change in ``imaging`` (``draw``, ``digits``, ``regions``, ``labels``, ``overlay``, ``tiles``, this module)
+changes a single pixel). An overlay's and a tile's recipe also holds the VLM's ``PixelBounds`` it was drawn for.
 """
 
 from __future__ import annotations
