@@ -192,12 +192,13 @@ def render_tile(image: Image.Image, masks: Masks, tile: int, bounds: PixelBounds
         ValueError: masks of another size than the photo, or a tile out of range.
     """
     _checked(image, masks, tile)
-    layout = tile_layouts(image.width, image.height, bounds)[tile]
+    layouts = tile_layouts(image.width, image.height, bounds)
+    layout = layouts[tile]
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     part = np.asarray(rgb.crop(layout.box), dtype=np.uint8)
     out = cv2.resize(part, layout.size, interpolation=cv2.INTER_AREA if layout.scale < 1 else cv2.INTER_CUBIC)
     style = DrawStyle.for_size(*layout.size)
-    shown = tile_masks(masks, tile_layouts(image.width, image.height, bounds), tile, style)
+    shown = tile_masks(masks, layouts, tile, style)
     draw_numbered(out, shown.regions, [k + 1 for k in shown.indices], style, bounds,
                   mask_colors(len(masks))[shown.indices], shown.numbered)
     return Image.fromarray(out)
