@@ -48,6 +48,7 @@ EXPECTED_FIELDS: dict[str, set[str]] = {
     "empty_examine_list": set(),
     "phrase_already_used": {"phrase", "used"},
     "segment_result": {"count", "phrase"},
+    "dense_tiles": {"count", "places"},
     "phrase_cut": {"limit", "phrase", "read"},
     "segment_zero": {"phrase", "used"},
     "examine_result": {"kept", "total"},

@@ -74,7 +74,8 @@ class Agent:
             self.vlm = with_tools(vlm, function_schemas(self.prompts.main_system))
             self.main_system = native_system_prompt(self.prompts.main_system)
             self.prompts = native_prompts(self.prompts)
-        self.tools = Tools(segmenter, self.verifier, self.prompts, self.config)
+        # the overlays and tiles go to the main VLM: their labels are sized for the pixel bounds it sees them at
+        self.tools = Tools(segmenter, self.verifier, self.prompts, self.config, limits_of(vlm).pixel_bounds)
 
     @classmethod
     def from_backends(cls, backends: Any, config: AgentConfig | None = None, prompts: Prompts | None = None) -> Agent:

@@ -67,6 +67,7 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "empty_examine_list": (),
         "phrase_already_used": ("phrase", "used"),
         "segment_result": ("count", "phrase"),
+        "dense_tiles": ("count", "places"),
         "phrase_cut": ("limit", "phrase", "read"),
         "segment_zero": ("phrase", "used"),
         "examine_result": ("kept", "total"),
