@@ -108,6 +108,12 @@ class QwenEngine:
         view._requests = self._requests.with_tools(tools)
         return view
 
+    @property
+    def tool_schema(self) -> str | None:
+        """How ``with_tools``' schema reaches the model (``"chat_template"`` or ``"system_turn"``, ``qwen_tools``);
+        ``None`` without tools."""
+        return self._requests.tool_schema
+
     # ------------------------------------------------------------------ counters and caches
 
     def paths(self) -> dict[str, object]:

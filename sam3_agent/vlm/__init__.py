@@ -7,5 +7,5 @@ The server path: ``openai_server`` (the request, the per-call deadline, the stop
 ``server_answer`` (the deltas put together into the text the agent reads), ``server_retry`` (the retry policy and
 the wording of faults), ``server_gate`` (how many requests are open at once, lowered after a 429),
 ``server_sampling`` (the decoding fields sent). ``image_fit`` fits images to the Qwen-VL processor limits.
-Imports: the ground floor and ``engine`` only.
+Imports: the ground floor, ``engine``, and ``imaging.legibility`` (``PixelBounds``: the views' form of the image limits).
 """

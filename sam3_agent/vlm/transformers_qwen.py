@@ -223,11 +223,18 @@ class TransformersQwenVLM:
         return view
 
     def with_tools(self, tools: list[dict[str, Any]]) -> TransformersQwenVLM:
-        """This model with ``tools`` passed to the chat template (``tools=``: the function schema of the native tool
-        format); shares the loaded model, its lock, caches and counters."""
+        """This model shown ``tools`` (the function schema of the native tool format) in every request: passed to the
+        chat template (``tools=``) or, for a template that drops them (Qwen2.5-VL's), written into the system turn
+        (``engine.qwen_tools``); shares the loaded model, its lock, caches and counters."""
         view = copy.copy(self)
         view._engine = self._engine.with_tools(tools)
         return view
+
+    @property
+    def tool_schema(self) -> str | None:
+        """How a ``with_tools`` view shows the schema: ``"chat_template"`` or ``"system_turn"``; ``None`` without
+        tools."""
+        return self._engine.tool_schema
 
     def decoding_paths(self) -> dict[str, Any]:
         """Which decoding path the engine chose for this model and why (``engine.cache_support``), for a trace."""
