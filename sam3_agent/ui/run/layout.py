@@ -22,6 +22,7 @@ from ..html import LIVE_STATUS_JS, ImageUrls, render_context, render_status
 from ..round_clicks import ROUND_CLICKS
 from ..settings import AppSettings
 from ..view import StatusLine
+from ..view_zoom import VIEW_ZOOM
 from .handlers import Handlers
 from .inline_image import send_inline
 from .outputs import LIVE_ROUND_PROPS, LIVE_ROUND_TEMPLATE
@@ -152,9 +153,9 @@ def _answer_columns(ready: bool) -> RunPanel:
             downloads = gr.File(label="Downloads: final masks (COCO JSON) and trace (.zip)",
                                 file_count="multiple", interactive=False, elem_id="downloads")
             correct_run = gr.Button("Correct these masks", elem_id="correct-run-btn")
-        live = gr.HTML(elem_id="live-round", js_on_load=ROUND_CLICKS, html_template=LIVE_ROUND_TEMPLATE,
+        live = gr.HTML(elem_id="live-round", js_on_load=ROUND_CLICKS + VIEW_ZOOM, html_template=LIVE_ROUND_TEMPLATE,
                        **dict.fromkeys(LIVE_ROUND_PROPS, ""))
-        rounds = gr.HTML(elem_id="rounds", js_on_load=ROUND_CLICKS)
+        rounds = gr.HTML(elem_id="rounds", js_on_load=ROUND_CLICKS + VIEW_ZOOM)
     with gr.Column(scale=3, min_width=260, elem_id="run-context"):
         gr.Markdown("## Context sent to the model")
         context = gr.HTML(render_context(None, ImageUrls()), elem_id="context-panel")
