@@ -18,3 +18,8 @@ DEFAULT_MAX_PIXELS = 1280 * 28 * 28
 MAX_IMAGE_PIXELS = 64_000_000  # decompression-bomb cap on an input photo (pixels); configurable per call
 DEFAULT_SCORE_THRESHOLD = 0.5  # SAM 3 detection score cut of segment_phrase: the reference agent's default
 DEFAULT_VERIFY_BATCH_SIZE = 8  # masks verified per batch; the tool's usual 1-10 masks take one or two batches
+
+# The images of one main request: the raw photo, the latest overlay and, for a dense set, the overlay's tiles
+# (``imaging.tiles``: the photo in 2 x 2 enlarged parts). A VLM server must accept this many images per request.
+DENSE_VIEW_TILES = 4
+MAX_MAIN_IMAGES = 2 + DENSE_VIEW_TILES

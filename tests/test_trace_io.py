@@ -61,7 +61,7 @@ def test_context_reasons_verdict_errors_and_decoding_settings_round_trip(full_tr
 def test_folder_holds_the_photo_the_mask_sets_and_no_rendered_view(full_trace, tmp_path):
     save_trace(full_trace, tmp_path)
     document = json.loads((tmp_path / "trace.json").read_text())
-    assert document["schema_version"] == 2 and document["renderer_version"] == 2
+    assert document["schema_version"] == 2 and document["renderer_version"] == 3
     # The photo came from memory (no file): stored losslessly. No overlay, mask or zoom view is stored.
     assert [p.name for p in (tmp_path / "images").iterdir()] == [document["photo"]["file"].split("/")[1]]
     assert document["photo"]["file"].endswith(".png")
@@ -72,7 +72,9 @@ def test_folder_holds_the_photo_the_mask_sets_and_no_rendered_view(full_trace, t
     assert sets[2]["from"] == document["mask_files"][1] and sets[2]["indices"] == [0]
     assert sorted(p.name for p in (tmp_path / "masks").iterdir()) == sorted(f.split("/")[1] for f in document["mask_files"])
     overlay = document["messages"][7]["parts"][1]
-    assert overlay == {"type": "image", "name": "round3_overlay", "view": {"kind": "overlay", "masks": 1}}
+    # the overlay's recipe records the pixel bounds its labels were sized for (here the defaults)
+    assert overlay == {"type": "image", "name": "round3_overlay",
+                       "view": {"kind": "overlay", "masks": 1, "bounds": [200_704, 1_003_520]}}
     zoom = document["rounds"][3]["result"]["verdicts"][1]["zoom_view"]
     assert zoom == {"name": "round4_mask2_zoom", "view": {"kind": "zoom", "masks": 1, "index": 1}}
     assert document["rounds"][3]["context"]["kept"] == [0, 1, 6, 7]

@@ -12,6 +12,7 @@ import pytest
 from sam3_agent.correct.edits import EditState
 from sam3_agent.correct.export import load_bundle
 from sam3_agent.edit_ops import BringInMask, BrushStroke, ClickMask, DeleteMask, RelabelMask, ToggleMask
+from sam3_agent.imaging.labels import overlay_labels
 from sam3_agent.imaging.overlay import render_numbered_overlay
 from sam3_agent.imaging.views import render_mask_views
 from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
@@ -40,15 +41,22 @@ def test_rounds_saved_before_the_reasoning_was_stored_get_it_from_their_output(o
     assert [r.reasoning for r in old_run.rounds] == ["no tool here"] + ["reasoning"] * 4
 
 
-def test_version_1_images_stay_the_stored_pixels_and_todays_renderer_draws_them_identically(old_run):
+def test_version_1_images_stay_the_stored_pixels_and_todays_renderer_draws_them_again_but_for_the_digits(old_run):
     # The views come back as stored pixels (what the model saw) ...
     overlay = old_run.messages[7].images[0]
     assert overlay.name == "round3_overlay" and overlay.view is None
-    # ... and drawing them again from the stored photo and masks gives exactly those pixels: the renderer that
-    # derives views on load draws what the schema-1 code stored.
+    # ... and drawing them again from the stored photo and masks gives those pixels, except around the labels: since
+    # renderer 3 the digits are our own glyphs (OpenCV's font metrics change between releases), so a label's box and
+    # digits differ by a few pixels; fills, contours and every pixel over 2 px from today's label boxes are unchanged.
     for r in old_run.rounds[1:4]:
-        drawn = render_numbered_overlay(old_run.image, r.result.masks)
-        assert np.array_equal(np.asarray(drawn), np.asarray(r.result.reply.images[0].image)), r.index
+        drawn = np.asarray(render_numbered_overlay(old_run.image, r.result.masks))
+        stored = np.asarray(r.result.reply.images[0].image)
+        near_labels = np.zeros(drawn.shape[:2], dtype=bool)
+        for placement in overlay_labels(r.result.masks).placements:
+            x0, y0, x1, y1 = placement.box
+            near_labels[max(0, y0 - 2):y1 + 2, max(0, x0 - 2):x1 + 2] = True
+        assert near_labels.mean() < 0.4, r.index  # most of the overlay is compared
+        assert np.array_equal(drawn[~near_labels], stored[~near_labels]), r.index
     examined = old_run.rounds[2].result.masks
     for v in old_run.rounds[3].result.verdicts:
         mask_view, zoom_view = render_mask_views(old_run.image, examined, v.mask_number - 1)

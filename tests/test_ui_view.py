@@ -28,8 +28,8 @@ from sam3_agent.ui.view import (
 )
 from sam3_agent.vlm.scripted import ScriptedVLM
 
-MASKS_GONE_TEXT = ("its overlay shows masks that no longer exist: at most 2 images are sent, the raw image and the "
-                   "current masks' overlay")
+MASKS_GONE_TEXT = ("its overlay shows masks that no longer exist: at most 6 images are sent, the raw image and the "
+                   "current masks' overlay (with its tiles, for a dense set)")
 
 SEGMENTER = {
     "person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9), ((350, 300, 450, 500), 0.6)],

@@ -8,10 +8,11 @@ replies, and the prompt texts.
 - ``context``: which messages of the conversation go into the next request (pure: derived from the rounds so far).
 - ``tools`` / ``agent.tool_specs``: the model's action space and each tool's checks and effects.
 - ``verify``: ``examine_each_mask``'s one isolated VLM call per mask.
-- ``parsing`` / ``agent.call_json`` / ``agent.bare_calls``: tool calls read from the model's text (tagged, or
-  written without their tag); ``reasoning``: where the reasoning ends; ``verdicts``: the per-mask verdict grammar.
+- ``parsing`` / ``agent.call_json`` / ``agent.bare_calls`` / ``agent.function_calls``: tool calls read from the
+  model's text (tagged, written without their tag, or in Qwen3.5's XML style); ``reasoning``: where the reasoning
+  ends; ``verdicts``: the per-mask verdict grammar.
 - ``prompts``: the system prompts and every feedback message, read from ``prompts/``; ``tool_format``: the
-  reference ``<tool>`` format or the native one (function schema, ``<tool_call>``).
+  reference ``<tool>`` format or the native one (function schema, the model's own call forms, its feedback texts).
 
 May import: the ground floor, ``imaging``, ``sam``, ``vlm`` (its protocol and image limits). Never ``trace``,
 ``correct`` or any front end.

@@ -2,7 +2,8 @@
 outside the models (``python -m sam3_agent.bench.nonmodel``) and batch throughput (``python -m
 sam3_agent.bench.batch``) and how legible the overlay's numbers are at 10 to 200 masks (``python -m
 sam3_agent.bench.labels``) and the bytes the Run tab streams for a long reasoning (``python -m
-sam3_agent.bench.streaming``).
+sam3_agent.bench.streaming``) and the fast path against plain ``generate`` on each tiny model family (``python -m
+sam3_agent.bench.families``, over ``run``'s scripted run).
 
 The speed benchmark (``__main__``) runs a fixed scripted run (segment_phrase twice, examine_each_mask over 6
 masks, select_masks_and_return) on a real photo, once with every optimisation off and once with all on, in one

@@ -5,9 +5,12 @@ single-mask views, zoomed views).
 - ``draw``: drawing primitives (mask colours, fill, contour, label box, ``DrawStyle``).
 - ``regions``: each mask's pixels over its box, from a bool array or a mask set (RLE), decoded once per view.
 - ``labels``: where each mask's number goes and how big it is drawn, at any count (``overlay_labels``).
-- ``legibility``: the size the VLM sees an image at, and the share of labels it can read (``legible_share``).
+- ``legibility``: the VLM's pixel bounds (``PixelBounds``), the size it sees an image at, and the share of labels it
+  can read (``legible_share``).
 - ``overlay``: the numbered overlay, at full size or shrunk for a page.
-- ``views``: single-mask and zoom views, and ``MaskView`` (the recipe a trace stores; ``RENDERER_VERSION``).
+- ``tiles``: a dense set's extra view: the overlay cut into four enlarged, overlapping tiles with the same numbers.
+- ``views``: single-mask and zoom views, and ``MaskView`` (the recipe a trace stores of any view, overlay and tiles
+  included; ``RENDERER_VERSION``).
 
 May import: the ground floor only.
 """

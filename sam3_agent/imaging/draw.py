@@ -9,7 +9,8 @@ Drawing rules, shared by every view (change ``views.RENDERER_VERSION`` whenever 
   * contour: an inner border of the mask, ``contour_width`` pixels wide, painted in the solid
     mask colour (it lies on mask pixels only, so pixels outside every mask stay unchanged);
   * labels (numbered overlay only): the number in black or white on a solid box of the mask's
-    colour (placed and sized by ``labels``); a label placed beside its mask is joined to it by a leader line.
+    colour (placed and sized by ``labels``), its digits drawn by ``digits`` (not OpenCV's fonts, whose metrics
+    change between releases); a label placed beside its mask is joined to it by a leader line.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from .digits import draw_digits, text_size
+
 FILL_ALPHA = 0.45  # translucency of the mask fill: the image stays visible underneath
 _FILL_WEIGHT = round(FILL_ALPHA * 256)  # 115: the blend weight out of 256
-_FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,9 @@ class DrawStyle:
 
     Attributes:
         contour_width: px, ``max(1, round(s / 400))`` (1 px at 300 px, 10 px at 4000 px).
-        font_scale: OpenCV Hershey scale, ``max(0.6, s / 700)`` (digits about 13 px tall at
-            300 px, about 125 px at 4000 px): the VLM sees images shrunk to its pixel budget, so
+        font_scale: the digits' size unit (``digits``: 21 px of digit height per unit, the scale of OpenCV's
+            Hershey font the sizes were first tuned with), ``max(0.6, s / 700)`` (digits about 13 px tall at
+            300 px, about 120 px at 4000 px): the VLM sees images shrunk to its pixel budget, so
             labels must stay a few percent of the image tall to remain legible there.
         text_thickness: px, ``max(1, round(1.6 * font_scale))``.
         padding: px between the digits and the edge of their box.
@@ -134,13 +137,6 @@ def _fill_table_of(color: tuple[int, int, int]) -> np.ndarray:
     return table
 
 
-@functools.lru_cache(maxsize=4096)
-def text_size(text: str, scale: float, thickness: int) -> tuple[int, int]:
-    """``cv2.getTextSize`` (width, height) of ``text`` in the label font, memoised (the same digits recur)."""
-    (width, height), _ = cv2.getTextSize(text, _FONT, scale, thickness)
-    return width, height
-
-
 def draw_fill(out: np.ndarray, inner: np.ndarray, color: np.ndarray, box: np.ndarray) -> None:
     """Blend ``color`` into ``out`` where ``inner`` (the mask over its tight ``box``) is set (``blend_fill``, done
     as a table lookup over the box and an OpenCV masked copy: far faster than numpy's masked assignment)."""
@@ -178,9 +174,8 @@ def draw_label(out: np.ndarray, box: tuple[int, int, int, int], text: str, color
     edge = max(1, style.text_thickness // 2)
     cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), ink, edge, lineType=cv2.LINE_8)
     tw, th = text_size(text, style.font_scale, style.text_thickness)
-    org = (x0 + (x1 - x0 - tw) // 2, y0 + (y1 - y0 + th) // 2)
-    cv2.putText(out, text, org, _FONT, style.font_scale, ink, style.text_thickness, lineType=cv2.LINE_AA)
-
+    draw_digits(out, text, (x0 + (x1 - x0 - tw) // 2, y0 + (y1 - y0 - th) // 2), style.font_scale,
+                style.text_thickness, ink)
 
 
 def draw_leader(out: np.ndarray, box: tuple[int, int, int, int], anchor: tuple[int, int], color: np.ndarray,

@@ -1,10 +1,11 @@
 """Per-mask views and the recipes that draw views again: the photo with one mask drawn, the zoomed close-up of one
-mask, and ``MaskView`` (which view of which mask of which set).
+mask, and ``MaskView`` (which view of which mask of which set: also the numbered overlay and its tiles, drawn for
+the VLM's pixel bounds).
 
 Every view is a pure function of the photo and the masks, so a trace stores ``MaskView`` recipes instead of pixels
 and renders them again, identically, when it is opened (``RENDERER_VERSION`` is recorded with them: change it
-whenever a change in ``imaging`` (``draw``, ``regions``, ``labels``, ``overlay``, this module) changes a single
-pixel).
+whenever a change in ``imaging`` (``draw``, ``digits``, ``regions``, ``labels``, ``overlay``, ``tiles``, this module)
+changes a single pixel). An overlay's and a tile's recipe also holds the VLM's ``PixelBounds`` it was drawn for.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ from .. import rle
 from ..mask_set import Masks
 from ..messages import ImagePart, images_equal
 from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
+from .legibility import DEFAULT_BOUNDS, PixelBounds
 from .overlay import render_numbered_overlay
 from .postprocess import boxes_from_masks
 from .regions import MaskRegions, check_masks
+from .tiles import TILE_PLACES, render_tile
 
 ZOOM_MIN_LONG_SIDE = 384  # zoom crops are upscaled until their longer side reaches this (px)
 ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
 ZOOM_SEPARATOR_COLOR = (255, 255, 255)
-RENDERER_VERSION = 2  # recorded in saved traces next to the view recipes; 2: labels placed and sized for any count
+RENDERER_VERSION = 3  # recorded in saved traces next to the view recipes; 2: labels placed and sized for any count;
+# 3: digits drawn by imaging.digits (the same pixels on every OpenCV version)
 
 
 def _single_mask_view(image: Image.Image, regions: MaskRegions, k: int, color: np.ndarray) -> Image.Image:
@@ -186,7 +190,7 @@ def render_mask_views(image: Image.Image, masks: Masks, index: int) -> tuple[Ima
     return _views_of(image, masks, index, ("mask", "zoom"))  # type: ignore[return-value]
 
 
-ViewKind = Literal["overlay", "mask", "zoom"]
+ViewKind = Literal["overlay", "tile", "mask", "zoom"]
 
 
 def _views_of(
@@ -214,34 +218,52 @@ def _views_of(
 class MaskView:
     """How to draw one view again from the photo and the masks (a ``messages.DerivedImage``).
 
-    A saved trace stores this recipe (kind, which mask set, which mask) instead of the pixels.
+    A saved trace stores this recipe (kind, which mask set, which mask or tile, the pixel bounds) instead of the
+    pixels.
 
     Attributes:
-        kind: ``"overlay"`` (``render_numbered_overlay`` of every mask, numbered 1..N), ``"mask"``
+        kind: ``"overlay"`` (``render_numbered_overlay`` of every mask, numbered 1..N), ``"tile"``
+            (``tiles.render_tile``: one enlarged quarter of that overlay, for a dense set), ``"mask"``
             (``render_single_mask`` of mask ``index``) or ``"zoom"`` (``render_zoom_view`` of mask ``index``).
         photo: the raw image (RGB, original resolution).
         masks: the mask set, at the photo's size.
-        index: 0-based mask for ``"mask"`` / ``"zoom"``; ``None`` for ``"overlay"``.
+        index: 0-based mask for ``"mask"`` / ``"zoom"``; ``None`` otherwise.
+        tile: 0-based tile (``tiles.TILE_PLACES`` order) for ``"tile"``; ``None`` otherwise.
+        bounds: the pixel bounds of the VLM the overlay or tile is drawn for (its labels are sized for the size
+            that VLM sees); recorded so a saved trace draws the view again identically.
 
     Raises:
-        ValueError: an unknown kind, or an index missing, given for an overlay, or out of range.
+        ValueError: an unknown kind, or an index or tile missing where needed, given where not, or out of range.
     """
 
     kind: ViewKind
     photo: Image.Image
     masks: Masks
     index: int | None = None
+    tile: int | None = None
+    bounds: PixelBounds = DEFAULT_BOUNDS
 
     def __post_init__(self) -> None:
-        if self.kind not in ("overlay", "mask", "zoom"):
-            raise ValueError(f"unknown view kind {self.kind!r}: expected overlay, mask or zoom")
-        if (self.kind == "overlay") != (self.index is None):
-            raise ValueError(f"a {self.kind} view {'takes no' if self.kind == 'overlay' else 'needs a'} mask index")
+        if self.kind not in ("overlay", "tile", "mask", "zoom"):
+            raise ValueError(f"unknown view kind {self.kind!r}: expected overlay, tile, mask or zoom")
+        per_mask = self.kind in ("mask", "zoom")
+        if per_mask != (self.index is not None):
+            raise ValueError(f"a {self.kind} view {'needs a' if per_mask else 'takes no'} mask index")
+        if (self.kind == "tile") != (self.tile is not None):
+            raise ValueError(f"a {self.kind} view {'needs a' if self.kind == 'tile' else 'takes no'} tile number")
         if self.index is not None and not 0 <= self.index < len(self.masks):
             raise ValueError(f"mask index {self.index} is out of range for {len(self.masks)} masks")
+        if self.tile is not None and not 0 <= self.tile < len(TILE_PLACES):
+            raise ValueError(f"tile {self.tile} is out of range: there are {len(TILE_PLACES)} tiles")
+        if not isinstance(self.bounds, PixelBounds):
+            raise ValueError(f"bounds must be PixelBounds, got {type(self.bounds).__name__}")
 
     def render(self) -> Image.Image:
         """The view's pixels."""
+        if self.kind == "overlay":
+            return render_numbered_overlay(self.photo, self.masks, bounds=self.bounds)
+        if self.kind == "tile":
+            return render_tile(self.photo, self.masks, self.tile, self.bounds)  # type: ignore[arg-type]
         return _views_of(self.photo, self.masks, self.index, (self.kind,))[0]
 
     def __eq__(self, other: object) -> bool:
@@ -249,6 +271,8 @@ class MaskView:
             isinstance(other, MaskView)
             and self.kind == other.kind
             and self.index == other.index
+            and self.tile == other.tile
+            and self.bounds == other.bounds
             and self.masks == other.masks
             and (self.photo is other.photo or images_equal(self.photo, other.photo))
         )
@@ -257,6 +281,7 @@ class MaskView:
 
     def __repr__(self) -> str:
         which = "" if self.index is None else f", mask {self.index + 1}"
+        which += "" if self.tile is None else f", tile {self.tile + 1} ({TILE_PLACES[self.tile]})"
         return f"MaskView({self.kind}, {self.masks!r}{which})"
 
 

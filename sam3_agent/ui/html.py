@@ -6,11 +6,12 @@ within one trace (``ImagePart.name``), so one ``ImageUrls`` serves one run or on
 
 CSS classes the tests and the stylesheet rely on:
 ``round`` (``data-round``, ``data-finished``), ``round-live``, ``reasoning``, ``tool-call``, ``tool-writing``,
-``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``verdict-card`` + ``verdict-accept``/``verdict-reject``
-(``data-mask``), ``card-view`` (a button holding one of the verifier's views, ``card-mask`` or ``card-zoom``),
-``ctx-open`` (``data-round``: a button opening that round's context), ``ctx-scroll``, ``ctx-msg`` (``data-index``,
-``data-role``) + ``ctx-dropped`` / ``ctx-image-text``, ``ctx-reason``, ``ctx-run`` (a collapsed run of dropped
-messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``, ``ctx-tokens``,
+``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``tiles`` (``img.tile``),
+``verdict-card`` + ``verdict-accept``/``verdict-reject`` (``data-mask``), ``card-view`` (a button holding one of the
+verifier's views, ``card-mask`` or ``card-zoom``), ``ctx-open`` (``data-round``: a button opening that round's
+context), ``ctx-scroll``, ``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``,
+``ctx-reason``, ``ctx-run`` (a collapsed run of dropped messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``,
+``ctx-tokens``,
 ``timeline`` (``tr[data-round]``, ``timeline-current``, ``timeline-<kind>``), ``status`` + ``status-<kind>``,
 ``final-masks``.
 """
@@ -31,6 +32,7 @@ from .view import STATUS_TITLES, FinalMaskRow, RoundView, StatusLine, TimelineRo
 OVERLAY_SIDE = 768  # px, longer side of round overlays in the page
 CARD_SIDE = 320  # px, mask and zoom views on verdict cards
 THUMB_SIDE = 112  # px, context panel thumbnails
+TILE_SIDE = 384  # px, the tiles of a dense set's overlay, two a row under it
 JPEG_QUALITY = 85
 RUN_CONTEXT_PLACEHOLDER = "The context of each round appears here while a run goes on."
 MISTAKE_TITLES = {  # feedback key -> what the page calls the mistake (others: the key in words)
@@ -197,6 +199,11 @@ def round_parts(view: RoundView, urls: ImageUrls, reasoning_open: bool = False,
         end.append("</div>")
     if view.overlay is not None:
         end.append(_img(urls, view.overlay, OVERLAY_SIDE, "overlay", f"round {view.index} overlay"))
+    if view.tiles:
+        tiles = "".join(_img(urls, tile, TILE_SIDE, "tile", f"round {view.index} tile {k}")
+                        for k, tile in enumerate(view.tiles, start=1))
+        end.append(f'<details class="tiles"><summary>The same masks in {len(view.tiles)} enlarged parts (sent with '
+                   f'the overlay: a dense set)</summary><div class="tile-grid">{tiles}</div></details>')
     if view.reply_text is not None and view.mistake is None:
         end.append(
             f'<details class="tool-reply" open><summary>Reply to the model</summary>'

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ...correct.edits import MaskItem, items_from_masks, rounds_with_masks
-from ...imaging.draw import FILL_ALPHA, DrawStyle, mask_colors
+from ...imaging.draw import FILL_ALPHA, DrawStyle, draw_label, mask_colors
 from ...imaging.labels import label_boxes
 from ...imaging.overlay import render_numbered_overlay
 from ...mask_set import Masks
@@ -167,11 +167,6 @@ def _outer_rim(mask: np.ndarray, width: int) -> np.ndarray:
     return (cv2.dilate(mask.astype(np.uint8), kernel) > 0) & ~mask
 
 
-def _ink(color: np.ndarray) -> tuple[int, int, int]:
-    luma = 0.299 * float(color[0]) + 0.587 * float(color[1]) + 0.114 * float(color[2])
-    return (0, 0, 0) if luma >= 140 else (255, 255, 255)
-
-
 def fill(pixels: np.ndarray, color: np.ndarray, opacity: float) -> np.ndarray:
     """``pixels`` (uint8 (..., 3) RGB) blended with ``color`` at ``opacity`` (0: unchanged, 1: the colour), integer
     weights out of 256 as ``imaging.draw.blend_fill`` (which this equals at ``imaging.draw.FILL_ALPHA``)."""
@@ -237,13 +232,7 @@ def render_items(
         for (i, _), box in zip(drawn, boxes):
             if box is None:
                 continue
-            x0, y0, x1, y1 = box
-            out[y0:y1, x0:x1] = colors[i]
-            ink = _ink(colors[i])
-            cv2.rectangle(out, (x0, y0), (x1 - 1, y1 - 1), ink, max(1, style.text_thickness // 2))
-            (tw, th), _ = cv2.getTextSize(str(i + 1), cv2.FONT_HERSHEY_SIMPLEX, style.font_scale, style.text_thickness)
-            cv2.putText(out, str(i + 1), (x0 + (x1 - x0 - tw) // 2, y0 + (y1 - y0 + th) // 2),
-                        cv2.FONT_HERSHEY_SIMPLEX, style.font_scale, ink, style.text_thickness, cv2.LINE_AA)
+            draw_label(out, box, str(i + 1), colors[i], style)
     radius = max(5, round(max(geometry.view_width, geometry.view_height) / 110))
     for x, y, label in clicks:
         center = (int(x * geometry.view_width / geometry.width), int(y * geometry.view_height / geometry.height))
