@@ -49,12 +49,13 @@ SHOW_CANVAS_JS = """
 SHORTCUTS = (
     "**Tools**: *Select* a mask or *Show / hide* it by clicking on it; *Point on* / *Point off*: SAM 3's point model "
     "makes a mask from your clicks on (+) and off (-) the object, or refines the selected one; *Paint* adds what you "
-    "brush to the selected mask (or makes a new one), *Erase* removes it. With no mask selected, clicks and strokes "
-    "make a new mask.  \n"
-    "**Keys** (while this tab shows): **1**-**6** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
-    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing · **O** outlines on/off · **[** / **]** "
-    "brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag pan. Mouse: the wheel zooms; with "
-    "a click tool, a drag pans."
+    "brush to the selected mask (or makes a new one), *Erase* removes it; *Box*: drag a box (or tap two opposite "
+    "corners) and SAM 3's point model segments inside it; point clicks after it refine that mask. With no mask "
+    "selected, clicks, boxes and strokes make a new mask.  \n"
+    "**Keys** (while this tab shows): **1**-**7** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
+    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing (or drop a lone box corner) · **O** "
+    "outlines on/off · **[** / **]** brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag "
+    "pan. Mouse: the wheel zooms; with a click tool, a drag pans."
 )
 
 CORRECT_CSS = """
@@ -134,7 +135,7 @@ class _Controls:
     number_pick: gr.Dropdown
     preview: gr.Image
     bring: gr.Button
-    exports: tuple[gr.Button, gr.Button, gr.Button, gr.Button]  # COCO, PNG masks, bundle, trace
+    exports: tuple[gr.Button, ...]  # COCO (RLE), COCO polygons, YOLO labels, PNG masks, bundle, trace
     download: gr.File
     upload: gr.File
 
@@ -188,6 +189,8 @@ def _controls_column(status: gr.HTML) -> _Controls:
         with gr.Accordion("Export and import", open=True, elem_id="correct-export"):
             with gr.Row():
                 exports = (gr.Button("COCO JSON", elem_id="export-coco-btn", size="sm"),
+                           gr.Button("COCO polygons", elem_id="export-polygons-btn", size="sm"),
+                           gr.Button("YOLO labels (.zip)", elem_id="export-yolo-btn", size="sm"),
                            gr.Button("PNG masks (.zip)", elem_id="export-png-btn", size="sm"),
                            gr.Button("Bundle (.zip)", elem_id="export-bundle-btn", size="sm"),
                            gr.Button("Trace (.zip)", elem_id="export-trace-btn", size="sm"))
@@ -226,7 +229,8 @@ def _wire_correct_tab(handlers: CorrectHandlers, session: gr.State, status: gr.H
                          outputs=outputs, **quiet)
     controls.round_pick.input(handlers.pick_round, inputs=[session, controls.round_pick],
                               outputs=[controls.number_pick, controls.preview], **quiet)
-    exports = (handlers.export_coco, handlers.export_pngs, handlers.export_bundle, handlers.export_trace)
+    exports = (handlers.export_coco, handlers.export_polygons, handlers.export_yolo, handlers.export_pngs,
+               handlers.export_bundle, handlers.export_trace)
     for button, export in zip(controls.exports, exports, strict=True):
         button.click(export, inputs=[session], outputs=[status, controls.download], **quiet)
 
