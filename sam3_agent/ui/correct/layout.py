@@ -67,6 +67,9 @@ table.correct-masks tr.mask-selected td {background: #fef3c7; color: #111; font-
 .cv-viewport {position: relative; height: max(260px, min(100vh - 340px, 640px, 95vw)); overflow: hidden;
   background: #1f2937; border-radius: 6px; touch-action: none; cursor: crosshair; user-select: none;}
 .cv-viewport:focus-visible {outline: 2px solid #2563eb;}
+/* the seven tools in one row at 1440 px wide (Gradio's padding wrapped the last one onto a second row, pushing the
+   canvas below the window) */
+#canvas-tool label {padding-left: 8px; padding-right: 8px;} #canvas-tool .wrap {gap: 6px;}
 .cv-stage {position: absolute; left: 0; top: 0; transform-origin: 0 0;}
 .cv-stage img, .cv-stage canvas {position: absolute; left: 0; top: 0; max-width: none; image-rendering: auto;}
 .cv-stage canvas {pointer-events: none;}
