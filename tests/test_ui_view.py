@@ -159,6 +159,20 @@ def test_verdict_cards_appear_one_by_one_then_stay_on_the_round(recorded):
     assert html.count("data:image/jpeg;base64,") == 5  # 2 cards x 2 views + the survivors' overlay
 
 
+def test_each_verifier_view_on_a_card_is_a_button_that_opens_it_with_its_alt_text(recorded):
+    view, _, _ = recorded
+    html = render_round(view.rounds[2], ImageUrls())
+    buttons = re.findall(r'<button type="button" class="card-view" aria-haspopup="dialog" aria-label="([^"]+)" '
+                         r'title="Enlarge"><img class="(card-mask|card-zoom)" src="data:image/jpeg;base64,[^"]+" '
+                         r'alt="([^"]+)"/></button>', html)
+    assert buttons == [
+        ("Enlarge: mask 1 on the photo, as the verifier saw it", "card-mask", "mask 1 on the photo, as the verifier saw it"),
+        ("Enlarge: mask 1 up close, as the verifier saw it", "card-zoom", "mask 1 up close, as the verifier saw it"),
+        ("Enlarge: mask 2 on the photo, as the verifier saw it", "card-mask", "mask 2 on the photo, as the verifier saw it"),
+        ("Enlarge: mask 2 up close, as the verifier saw it", "card-zoom", "mask 2 up close, as the verifier saw it"),
+    ]
+
+
 def test_context_panel_after_a_second_phrase_greys_out_the_dropped_messages(recorded):
     _, snapshots, _ = recorded
     started = {event.round_index: panel for event, _, _, panel in snapshots if isinstance(event, RoundStarted)}

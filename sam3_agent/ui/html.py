@@ -7,10 +7,11 @@ within one trace (``ImagePart.name``), so one ``ImageUrls`` serves one run or on
 CSS classes the tests and the stylesheet rely on:
 ``round`` (``data-round``, ``data-finished``), ``round-live``, ``reasoning``, ``tool-call``, ``tool-writing``,
 ``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``tiles`` (``img.tile``),
-``verdict-card`` + ``verdict-accept``/``verdict-reject`` (``data-mask``), ``ctx-open`` (``data-round``: a button
-opening that round's context), ``ctx-scroll``,
-``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``, ``ctx-reason``, ``ctx-run``
-(a collapsed run of dropped messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``, ``ctx-tokens``,
+``verdict-card`` + ``verdict-accept``/``verdict-reject`` (``data-mask``), ``card-view`` (a button holding one of the
+verifier's views, ``card-mask`` or ``card-zoom``), ``ctx-open`` (``data-round``: a button opening that round's
+context), ``ctx-scroll``, ``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``,
+``ctx-reason``, ``ctx-run`` (a collapsed run of dropped messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``,
+``ctx-tokens``,
 ``timeline`` (``tr[data-round]``, ``timeline-current``, ``timeline-<kind>``), ``status`` + ``status-<kind>``,
 ``final-masks``.
 """
@@ -86,17 +87,25 @@ def render_status(line: StatusLine) -> str:
     )
 
 
+def _card_view(urls: ImageUrls, part, css: str, alt: str) -> str:
+    """One of the verifier's views on a card: a button that opens it larger (``ui.view_zoom``), named for that."""
+    return (f'<button type="button" class="card-view" aria-haspopup="dialog" aria-label="Enlarge: {escape(alt)}" '
+            f'title="Enlarge">{_img(urls, part, CARD_SIDE, css, alt)}</button>')
+
+
 def render_card(card: VerdictCard, urls: ImageUrls) -> str:
-    """One verdict card: mask view, zoom view, verdict, the verifier's reasoning (collapsed)."""
+    """One verdict card: mask view, zoom view (each a ``card-view`` button that opens it larger), verdict, the
+    verifier's reasoning (collapsed)."""
     verdict = "Accept" if card.verdict == "accept" else "Reject"
     note = " (no verdict given: kept)" if card.fallback else ""
+    number = card.mask_number
     return (
-        f'<div class="verdict-card verdict-{escape(card.verdict)}" data-mask="{card.mask_number}">'
-        f'<div class="card-head">Mask {card.mask_number} / {card.total}: <b class="verdict">{verdict}</b>'
+        f'<div class="verdict-card verdict-{escape(card.verdict)}" data-mask="{number}">'
+        f'<div class="card-head">Mask {number} / {card.total}: <b class="verdict">{verdict}</b>'
         f"{escape(note)} <small>{card.seconds:.1f} s</small></div>"
         f'<div class="card-views">'
-        f"{_img(urls, card.mask_view, CARD_SIDE, 'card-mask', f'mask {card.mask_number}')}"
-        f"{_img(urls, card.zoom_view, CARD_SIDE, 'card-zoom', f'mask {card.mask_number} zoomed')}</div>"
+        f"{_card_view(urls, card.mask_view, 'card-mask', f'mask {number} on the photo, as the verifier saw it')}"
+        f"{_card_view(urls, card.zoom_view, 'card-zoom', f'mask {number} up close, as the verifier saw it')}</div>"
         f'<details class="card-reasoning"><summary>Verifier reasoning</summary>'
         f"<pre>{escape(card.reasoning)}</pre></details></div>"
     )

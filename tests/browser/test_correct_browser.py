@@ -21,7 +21,7 @@ if not Path("/usr/bin/chromium").exists():
                 allow_module_level=True)
 
 import browser_app
-from browser_app import ROOT, RUN_MS, SHOTS, open_page, running_app, show_tab
+from browser_app import ROOT, RUN_MS, SHOTS, new_page, open_page, running_app, show_tab
 from playwright.sync_api import Page, expect
 from pycocotools.coco import COCO
 
@@ -334,14 +334,12 @@ TABS = {"Run": "#run-btn", "Inspect a trace": "#trace-file", "Correct": "#correc
 
 
 def test_on_a_phone_every_tab_shows_and_rapid_taps_are_all_applied(app_url, page, corrected):
-    # a second page of the same browser at a phone's size (one Playwright per process: the module's page has it)
-    phone = page.context.new_page()
+    # a phone (a touch screen: tabs and tools are tapped) in the module's browser (one Playwright per process)
+    phone = new_page(page.context.browser, app_url, browser_app.PHONE)
     try:
-        phone.set_viewport_size(browser_app.PHONE)
-        phone.goto(app_url)
         for name, panel in TABS.items():  # each tab is in the tab bar itself, not behind a menu
             expect(phone.get_by_role("tab", name=name, exact=True)).to_be_visible()
-            show_tab(phone, name, panel)
+            show_tab(phone, name, panel)  # tapped
         phone.screenshot(path=str(SHOTS / "correct_phone_1_tabs.png"))
         show_tab(phone, "Correct", "#correct-canvas")
         phone.set_input_files("#correct-file input[type=file]", str(corrected[1]))  # the bundle saved above
@@ -352,10 +350,10 @@ def test_on_a_phone_every_tab_shows_and_rapid_taps_are_all_applied(app_url, page
         assert box["x"] >= 0 and box["x"] + box["width"] <= browser_app.PHONE["width"]  # no column cut off
         assert phone.evaluate("document.documentElement.scrollWidth") == browser_app.PHONE["width"]  # nor sideways
         phone.screenshot(path=str(SHOTS / "correct_phone_2_loaded.png"), full_page=True)
-        phone.locator("#canvas-tool label").filter(has_text="3 Point on (+)").click()
-        rapid_edits(phone, phone.mouse.click)
+        browser_app.press(phone.locator("#canvas-tool label").filter(has_text="3 Point on (+)"))
+        rapid_edits(phone, phone.touchscreen.tap)
     finally:
-        phone.close()
+        phone.context.close()
 
 
 BOX = (180, 20, 420, 300)  # image pixels of the box drawn around the cup (x1, y1, x2, y2)
@@ -389,21 +387,19 @@ def test_a_box_dragged_on_the_canvas_makes_a_mask_inside_it_and_a_flat_one_is_re
 
 
 def test_on_a_phone_two_taps_draw_a_box(app_url, page, corrected):
-    phone = page.context.new_page()
+    phone = new_page(page.context.browser, app_url, browser_app.PHONE)  # a touch screen: every press is a tap
     try:
-        phone.set_viewport_size(browser_app.PHONE)
-        phone.goto(app_url)
         show_tab(phone, "Correct", "#correct-canvas")
         phone.set_input_files("#correct-file input[type=file]", str(corrected[1]))  # the bundle saved above
         status_says(phone, "Corrected answer: 3 masks (the agent chose 1).")
-        phone.locator("#canvas-tool label").filter(has_text="7 Box").click()
+        browser_app.press(phone.locator("#canvas-tool label").filter(has_text="7 Box"))
         bring_canvas_into_view(phone)
-        phone.mouse.click(*on_canvas(phone, BOX[0], BOX[1]))  # one corner: a cross, and the hint
+        phone.touchscreen.tap(*on_canvas(phone, BOX[0], BOX[1]))  # one corner: a cross, and the hint
         expect(phone.locator("#correct-canvas .cv-pending")).to_have_text("Box: tap the opposite corner")
         phone.locator("#correct-canvas").screenshot(path=str(SHOTS / "correct_phone_3_box_corner.png"))
-        phone.mouse.click(*on_canvas(phone, BOX[2], BOX[3]))  # the opposite one
+        phone.touchscreen.tap(*on_canvas(phone, BOX[2], BOX[3]))  # the opposite one
         status_says(phone, "Corrected answer: 4 masks (the agent chose 1). Last edit: box -> new mask.")
         expect(phone.locator("#correct-canvas .cv-pending")).to_be_hidden()
         phone.screenshot(path=str(SHOTS / "correct_phone_4_box.png"), full_page=True)
     finally:
-        phone.close()
+        phone.context.close()
