@@ -7,6 +7,7 @@ because a trace holds them and the trace code must not import the correction pac
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -108,6 +109,35 @@ class ClickMask:
 
 
 @dataclass(frozen=True)
+class BoxMask:
+    """The mask SAM 3's point-prompt model returned for a box (and the clicks added after it, if any): replaces mask
+    ``index``, or is added when None.
+
+    Attributes:
+        index: the mask refined, or ``None`` for a new mask.
+        box: (x1, y1, x2, y2) in original-image pixels on pixel edges (the box covers [x1, x2) x [y1, y2)),
+            x1 < x2 and y1 < y2, inside the image.
+        points: (x, y) clicks made after the box on the same mask, in original-image pixels; labels: 1 positive /
+            0 negative (both empty for the box alone).
+        mask: the model's result (stored, so replay needs no model).
+        score: the model's predicted IoU of that mask (informative only).
+    """
+
+    index: int | None
+    box: tuple[float, float, float, float]
+    mask: MaskRle
+    score: float
+    points: tuple[tuple[float, float], ...] = ()
+    labels: tuple[int, ...] = ()
+    kind: ClassVar[str] = "box"
+
+    def describe(self) -> str:
+        target = "new mask" if self.index is None else f"mask {self.index + 1}"
+        clicks = f" + {len(self.points)} click(s)" if self.points else ""
+        return f"box{clicks} -> {target}"
+
+
+@dataclass(frozen=True)
 class BrushStroke:
     """Paint (add pixels) or erase (remove pixels) with a full-resolution stroke; paint with ``index`` None adds a
     new mask made of the stroke."""
@@ -146,12 +176,20 @@ class RelabelMask:
         return f"label mask {self.index + 1} {self.label!r}"
 
 
-EditOp = ToggleMask | BringInMask | ClickMask | BrushStroke | DeleteMask | RelabelMask
+EditOp = ToggleMask | BringInMask | ClickMask | BoxMask | BrushStroke | DeleteMask | RelabelMask
 
 
 _OP_TYPES: dict[str, type] = {
-    t.kind: t for t in (ToggleMask, BringInMask, ClickMask, BrushStroke, DeleteMask, RelabelMask)
+    t.kind: t for t in (ToggleMask, BringInMask, ClickMask, BoxMask, BrushStroke, DeleteMask, RelabelMask)
 }
+
+
+def _box_from_json(value: Any) -> tuple[float, float, float, float]:
+    """Four finite numbers x1 < x2, y1 < y2 (the box's place in the image is checked by the replay's mask size)."""
+    x1, y1, x2, y2 = (float(v) for v in value)
+    if not all(math.isfinite(v) for v in (x1, y1, x2, y2)) or x2 <= x1 or y2 <= y1:
+        raise ValueError(f"box {list(value)!r} is not (x1, y1, x2, y2) with x1 < x2 and y1 < y2")
+    return x1, y1, x2, y2
 
 
 def op_to_json(op: EditOp) -> dict[str, Any]:
@@ -194,7 +232,12 @@ def op_from_json(data: Any) -> EditOp:
                 values[name] = MaskRle.from_json(values[name])
         if "points" in values:
             values["points"] = tuple((float(x), float(y)) for x, y in values["points"])
+        if "labels" in values:
             values["labels"] = tuple(int(v) for v in values["labels"])
+        if len(values.get("points", ())) != len(values.get("labels", ())):
+            raise ValueError("it has a different number of points and labels")
+        if "box" in values:
+            values["box"] = _box_from_json(values["box"])
         for name in ("on", "erase"):
             if name in values and not isinstance(values[name], bool):
                 raise TypeError(f"{name} must be true or false")

@@ -23,3 +23,8 @@ DEFAULT_VERIFY_BATCH_SIZE = 8  # masks verified per batch; the tool's usual 1-10
 # (256 on a ZeroGPU Space): 8 lines leave ~160 tokens to reason, 16 would leave ~60; and 8 masks keep their labels
 # at full size (the overlay shrinks labels above 20) in 8 clearly different colours.
 VERIFY_GROUP_SIZE = 8
+
+# The images of one main request: the raw photo, the latest overlay and, for a dense set, the overlay's tiles
+# (``imaging.tiles``: the photo in 2 x 2 enlarged parts). A VLM server must accept this many images per request.
+DENSE_VIEW_TILES = 4
+MAX_MAIN_IMAGES = 2 + DENSE_VIEW_TILES

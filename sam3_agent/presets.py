@@ -3,9 +3,9 @@
 Presets:
 - ``real``: SAM 3 (``facebook/sam3``) and Qwen3-VL-8B-Instruct from the Hugging Face Hub or local
   folders; the VLM may instead be an OpenAI-compatible server.
-- ``tiny``: SAM 3 and Qwen-VL with the real architectures, shrunken configs and random seeded
-  weights, built locally and loaded through ``from_pretrained`` like real weights. Offline; for
-  tests and demos of the code paths. Random weights: their masks and text mean nothing.
+- ``tiny``: SAM 3 and a VLM (Qwen-VL, Qwen3.5, or Gemma 3 for the plain path) with the real architectures,
+  shrunken configs and random seeded weights, built locally and loaded through ``from_pretrained`` like real
+  weights. Offline; for tests and demos of the code paths. Random weights: their masks and text mean nothing.
 
 Any preset can take a scripted VLM (``script``): the responses replay in order, SAM 3 still runs.
 
@@ -44,7 +44,7 @@ from .vlm.base import VLM
 logger = logging.getLogger(__name__)
 
 Preset = Literal["real", "tiny"]
-TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe"]  # the names of tiny.TINY_VLM_KINDS
+TinyVlmKind = Literal["qwen3_vl", "qwen2_5_vl", "qwen3_5", "qwen3_5_moe", "gemma3"]  # tiny.TINY_VLM_KINDS
 TINY_MAX_NEW_TOKENS = 48  # random weights ramble; keep tiny runs short
 SERVER_MAX_NEW_TOKENS = 1024  # token budget of a server's calls unless asked (sampling: ``vlm.server_sampling``)
 _build_lock = threading.Lock()
@@ -56,19 +56,13 @@ def cache_dir() -> Path:
 
 
 def tiny_model_paths(vlm_kind: TinyVlmKind = "qwen3_vl") -> tuple[Path, Path]:
-    """Build (once) and return the folders of the tiny SAM 3 and tiny Qwen-VL models."""
-    from .tiny.qwen import build_tiny_qwen
-    from .tiny.qwen3_5 import build_tiny_qwen3_5
+    """Build (once) and return the folders of the tiny SAM 3 and the tiny VLM of ``vlm_kind``."""
+    from .tiny import build_tiny_vlm
     from .tiny.sam3 import build_tiny_sam3
 
     root = cache_dir() / "tiny"
     with _build_lock:
-        sam3 = build_tiny_sam3(root / "sam3")
-        if vlm_kind in ("qwen3_5", "qwen3_5_moe"):
-            vlm = build_tiny_qwen3_5(root / vlm_kind, kind=vlm_kind)
-        else:
-            vlm = build_tiny_qwen(root / vlm_kind, kind=vlm_kind)
-    return sam3, vlm
+        return build_tiny_sam3(root / "sam3"), build_tiny_vlm(root / vlm_kind, vlm_kind)
 
 
 @dataclass(frozen=True)

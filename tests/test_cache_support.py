@@ -59,8 +59,8 @@ def test_a_hybrid_cache_runs_the_decoder_with_whole_snapshots(kind):
 
 def test_a_model_without_qwen_positions_decodes_with_generate():
     support = probe_cache(fake_model(qwen3_vl_config(), rope=False))
-    assert support == CacheSupport(False, reason="TinyVLM has no Qwen-VL 3-D position index (get_rope_index) or image "
-                                                 "token id: the cached decoder cannot place its tokens")
+    assert support == CacheSupport(False, reason="TinyVLM has no Qwen-VL 3-D position index (get_rope_index): the "
+                                                 "cached decoder cannot place its tokens")
     assert support.as_record()["path"] == "generate"
 
 
@@ -71,7 +71,8 @@ def test_a_sliding_window_cache_decodes_with_generate():
     config.image_token_id = 5
     support = probe_cache(fake_model(config))
     assert support == CacheSupport(False, reason="TinyVLM's cache holds layers the engine does not know "
-                                                 "(DynamicSlidingWindowLayer)")
+                                                 "(DynamicSlidingWindowLayer)", cache="sliding window + full attention")
+    assert support.as_record()["cache"] == "sliding window + full attention"
 
 
 def test_a_changed_cache_class_in_another_transformers_falls_back_and_says_so(monkeypatch):
@@ -83,7 +84,7 @@ def test_a_changed_cache_class_in_another_transformers_falls_back_and_says_so(mo
     support = probe_cache(fake_model(tiny_config("qwen3_5", IDS, 600)))
     assert support == CacheSupport(False, reason=(
         "TinyVLM's cache holds layers the engine does not know (LinearAttentionLayer); the engine was checked "
-        f"against transformers {TRANSFORMERS_VERSION}, this is 9.0.0"))
+        f"against transformers {TRANSFORMERS_VERSION}, this is 9.0.0"), cache="linear attention + full attention")
 
 
 # ---------------------------------------------------------------- through a loaded model
@@ -108,8 +109,8 @@ def test_a_model_the_decoder_cannot_run_answers_through_generate_with_its_reason
     assert plain.prefix_store is None
     assert plain.decoding_paths() == {
         "path": "generate", "cache": "attention", "prefix_cache": False,
-        "reason": "Qwen3VLForConditionalGeneration has no Qwen-VL 3-D position index (get_rope_index) or image "
-                  "token id: the cached decoder cannot place its tokens"}
+        "reason": "Qwen3VLForConditionalGeneration has no Qwen-VL 3-D position index (get_rope_index): the cached "
+                  "decoder cannot place its tokens"}
     assert [r.getMessage() for r in caplog.records] == [
         f"{reference.name} decodes with generate() (no prefix reuse, no batching): " + plain.decoding_paths()["reason"]]
     assert generate(plain, [Message("user", (TextPart("the cup"),))]) == expected
@@ -126,3 +127,17 @@ def test_a_text_only_model_is_refused_before_loading_with_its_name(tmp_path):
     assert str(refused.value) == (
         f"{folder} is a 'qwen3' model, which cannot take images: the agent needs an image-text-to-text model "
         "(e.g. Qwen/Qwen3-VL-8B-Instruct or a Qwen3.5 checkpoint); see docs/models.md")
+
+
+def test_a_model_whose_processor_takes_no_pixel_bounds_decodes_with_generate(tiny_qwen3_vl):
+    """A model with Qwen-VL positions behind a processor of another kind (``image_size=None``) stays off the decoder,
+    which lays requests out the Qwen-VL way."""
+    reference = TransformersQwenVLM.from_pretrained(str(tiny_qwen3_vl), max_new_tokens=6, prefix_cache=False)
+    plain = TransformersQwenVLM(reference.name, reference.model, reference.processor, device="cpu", image_size=None,
+                                max_new_tokens=6)
+    assert plain.prefix_store is None and plain.decoding_paths() == {
+        "path": "generate", "cache": "attention", "prefix_cache": False,
+        "reason": "its image processor (Qwen2VLImageProcessor) runs without pixel bounds (not a Qwen-VL one): the "
+                  "cached decoder cannot lay out its requests"}
+    assert generate(plain, [Message("user", (TextPart("the cup"),))]) == generate(
+        reference, [Message("user", (TextPart("the cup"),))])

@@ -8,6 +8,7 @@ from PIL import Image
 from sam3_agent.agent.context import (
     BEFORE_LATEST_SEGMENT,
     MASKS_GONE,
+    MAX_CONTEXT_IMAGES,
     OLD_MISTAKE,
     REASONS,
     build_context,
@@ -140,14 +141,39 @@ def test_context_stays_bounded_over_many_rounds() -> None:
     assert record.note is not None and record.note.count('"thing') == 39
 
 
-def test_at_most_two_images_even_with_several_images_in_one_message() -> None:
+def dense_reply(round_index: int, shade: int) -> Message:
+    """A reply as the tools make it for a dense set: its text, the overlay, then the overlay's four tiles."""
+    tiles = [img(f"round{round_index}_tile{t}", shade + t) for t in range(1, 5)]
+    return Message("user", (TextPart(f"{round_index}: 150 masks"), img(f"round{round_index}_overlay", shade), *tiles))
+
+
+def test_a_dense_overlay_is_sent_with_its_four_tiles_and_nothing_more() -> None:
+    assert MAX_CONTEXT_IMAGES == 6  # the invariant, extended on purpose: raw image + latest overlay + its 4 tiles
+    history = base() + [assistant_segment("bird"), dense_reply(1, 10)]
+    sent, record = build_context(history, fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round1_overlay", *(f"round1_tile{t}" for t in range(1, 5))]
+    assert record.image_count == 6 == count_images(sent)
+
+
+def test_an_overlay_whose_masks_are_gone_turns_to_one_placeholder_with_its_tiles() -> None:
+    history = base() + [assistant_segment("bird"), dense_reply(1, 10), assistant_call("examine_each_mask"),
+                        Message("user", (TextPart("kept 3"), img("round2_overlay", 50)))]
+    sent, record = build_context(history, fmt)
+    assert sent[3].parts == (TextPart("1: 150 masks"), TextPart("[older image omitted]"))
+    assert record.images_as_text == (3,)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round2_overlay"]
+    assert record.image_count == 2
+
+
+def test_at_most_six_images_even_with_more_images_in_one_message() -> None:
     history = base() + [
         assistant_segment("cup"),
-        Message("user", (img("a", 1), img("b", 2), TextPart("two images"))),
+        Message("user", tuple(img(name, k) for k, name in enumerate("abcdefg")) + (TextPart("seven images"),)),
     ]
     sent, record = build_context(history, fmt)
-    assert [p.name for m in sent for p in m.images] == ["raw", "b"]
-    assert record.image_count == 2
+    assert [p.name for m in sent for p in m.images] == ["raw", "a", "b", "c", "d", "e"]  # the overlay comes first
+    assert record.image_count == 6
+    assert sent[3].parts[5:] == (TextPart("[older image omitted]"), TextPart("seven images"))
 
 
 def test_conversation_must_start_with_system_and_user() -> None:

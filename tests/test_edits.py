@@ -16,11 +16,11 @@ from sam3_agent.correct.edits import (
     delete_mask,
     erase,
     paint,
-    refine_with_points,
     relabel_mask,
     rounds_with_masks,
     toggle_mask,
 )
+from sam3_agent.correct.prompted import refine_with_points
 from sam3_agent.correct.strokes import stroke_from_editor, stroke_from_view_mask, stroke_from_view_points
 from sam3_agent.edit_ops import (
     BringInMask,
@@ -34,7 +34,8 @@ from sam3_agent.edit_ops import (
     op_to_json,
 )
 from sam3_agent.errors import InputError, TraceFormatError
-from sam3_agent.sam.tracker import PointMask, check_clicks
+from sam3_agent.sam.prompts import check_clicks
+from sam3_agent.sam.tracker import PointMask
 from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
 
 H, W = 512, 512  # astronaut.jpg

@@ -260,7 +260,8 @@ def test_the_trace_stores_the_group_view_as_a_recipe_and_draws_it_again_on_load(
     document = json.loads((tmp_path / "trace.json").read_text())
     stored = document["rounds"][1]["result"]["verdicts"][16]
     assert stored["mask_view"] == {"name": "round2_group17",
-                                   "view": {"kind": "group", "masks": 0, "indices": [16, 17, 18, 19]}}
+                                   "view": {"kind": "group", "masks": 0, "indices": [16, 17, 18, 19],
+                                            "bounds": [200_704, 1_003_520]}}
     assert stored["zoom_view"] is None and stored["group"] == [17, 18, 19, 20]
     assert [p.name for p in (tmp_path / "images").iterdir()] == [document["photo"]["file"].split("/")[1]]
     loaded = load_trace(tmp_path)

@@ -225,14 +225,14 @@ def test_cli_export_of_malformed_input_exits_2_with_one_line(tmp_path, capsys):
     assert code == 2 and "nothing to write" in stderr
 
 
-@pytest.mark.parametrize("flag", ["--coco", "--png-dir", "--bundle"])
+@pytest.mark.parametrize("flag", ["--coco", "--coco-polygons", "--yolo", "--png-dir", "--bundle"])
 @pytest.mark.parametrize("where", ["under_a_file", "a_directory"])
 def test_cli_export_to_an_unwritable_path_names_the_flag_and_path(edited, trace, tmp_path, capsys, flag, where):
     save_trace(edited.to_trace(trace), tmp_path / "run")
     (tmp_path / "plain.txt").write_text("x")
     if where == "under_a_file":
         target = tmp_path / "plain.txt" / "out"
-    elif flag == "--png-dir":
+    elif flag in ("--png-dir", "--yolo"):
         target = tmp_path / "plain.txt"  # a file where a folder is wanted
     else:
         target = tmp_path / "run"  # a folder where a file is wanted

@@ -39,8 +39,8 @@ def test_the_kv_cache_of_qwen3_vl_8b_is_144_kib_per_token(tmp_path):
 def test_the_full_plan_with_qwen3_vl_8b_needs_about_29_5_gib():
     full = PLANS[0]
     # 17.5 GB weights + SAM 3 in float32 (0.86 B x 4) + 1 GiB features + 256 MiB upsampling + 1.5 GiB margin
-    # + 2 GiB prefix store + the larger of a main request (1600 + 2 x 1280 + 1500 + 1024 tokens) and a batch of 8
-    # verifications (8 x (900 + 3 x 1280) tokens), at 144 KiB per token
+    # + 2 GiB prefix store + the larger of a main request (1600 + 6 x 1280 + 1500 + 1024 tokens: photo, overlay and
+    # its 4 tiles) and a batch of 8 verifications (8 x (900 + 3 x 1280) tokens), at 144 KiB per token
     expected = (QWEN3_VL_8B + 860_000_000 * 4 + GIB + 256 * MIB + int(1.5 * GIB) + 2 * GIB
                 + 8 * (900 + 3 * 1280) * 144 * 1024)
     assert estimate_bytes(full, QWEN3_VL_8B, DEFAULT_KV_BYTES_PER_TOKEN) == expected
@@ -64,7 +64,7 @@ def test_a_gpu_too_small_is_refused_with_the_sizes_and_the_flags_to_use():
     with pytest.raises(BackendError) as raised:
         plan_for_gpu(int(15.5 * GIB), QWEN3_VL_8B, vlm_name="Qwen/Qwen3-VL-8B-Instruct")
     assert str(raised.value) == (
-        "Qwen/Qwen3-VL-8B-Instruct (16.3 GiB of weights) and SAM 3 need about 20.7 GiB of GPU memory even with the "
+        "Qwen/Qwen3-VL-8B-Instruct (16.3 GiB of weights) and SAM 3 need about 20.8 GiB of GPU memory even with the "
         "smallest settings, and 15.5 GiB are free: use a smaller VLM (--vlm-model Qwen/Qwen3-VL-4B-Instruct or "
         "Qwen/Qwen3-VL-2B-Instruct), serve the VLM elsewhere (--vlm-server URL --vlm-server-model NAME), or run on "
         "the CPU (--device cpu, slow)")
@@ -131,3 +131,21 @@ def test_on_the_cpu_and_with_the_tiny_models_no_plan_is_made():
     backends = build_backends(BackendSettings(preset="tiny"))
     assert "memory_plan" not in backends.settings
     assert (backends.settings["sam3_dtype"], backends.settings["verify_batch_size"]) == ("float32", 8)
+
+
+# Qwen3.6-27B and Qwen3.6-35B-A3B text configs (public copies; only the fields the plan reads): 64 / 40 layers, every
+# fourth one full attention, the others Gated DeltaNet.
+QWEN3_6_27B_TEXT = {"num_hidden_layers": 64, "full_attention_interval": 4, "num_attention_heads": 24,
+                    "num_key_value_heads": 4, "head_dim": 256, "hidden_size": 5120}
+QWEN3_6_35B_A3B_TEXT = {**QWEN3_6_27B_TEXT, "num_hidden_layers": 40, "num_key_value_heads": 2, "hidden_size": 2048}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (QWEN3_6_27B_TEXT, 2 * 16 * 4 * 256 * 2),  # 64 KiB: 16 attention layers of 64
+    (QWEN3_6_35B_A3B_TEXT, 2 * 10 * 2 * 256 * 2),  # 20 KiB: 10 of 40
+    ({**QWEN3_6_27B_TEXT, "layer_types": ["linear_attention"] * 3 + ["full_attention"]}, 2 * 1 * 4 * 256 * 2),
+])
+def test_only_the_attention_layers_of_a_hybrid_model_count_per_token(tmp_path, text, expected):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_5", "text_config": text}))
+    assert kv_bytes_per_token(config) == expected

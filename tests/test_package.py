@@ -37,7 +37,8 @@ def tracked(*paths: str) -> list[str]:
 
 def test_the_files_the_code_loads_lie_inside_the_package():
     assert PROMPTS_DIR == PACKAGE_DIR / "prompts" and ASSETS_DIR == PACKAGE_DIR / "assets"
-    assert sorted(p.name for p in PROMPTS_DIR.iterdir()) == ["feedback.toml", "main_system.md", "native_reply.md", "verify_system.md"]
+    assert sorted(p.name for p in PROMPTS_DIR.iterdir()) == [
+        "feedback.toml", "main_system.md", "native_feedback.toml", "native_reply.md", "verify_system.md"]
     examples = json.loads(EXAMPLES_FILE.read_text(encoding="utf-8"))
     assert all((ASSETS_DIR / item["image"]).is_file() for item in examples) and EXAMPLE_SCRIPT.is_file()
 

@@ -38,6 +38,9 @@ SKIPPED = {
     "pip install": "installs packages into the environment this test runs in; CI installs them in .ci/run",
     "python app.py": "starts the web server, which runs until stopped; tests/browser start it and drive it",
     "python -m pytest": "the test suite itself",
+    "python -m sam3_agent.bench.families": "takes minutes; tests/test_bench_families.py runs it at a tiny size",
+    "python -m sam3_agent.bench.labels": "the python block after it runs the same on one photo; tests/"
+                                         "test_label_legibility.py and tests/test_dense_tiles.py run its measures",
     "python -m sam3_agent.bench": "takes minutes; tests/test_speed_small_and_bench.py runs the benchmark's code",
     "vllm serve": "serves the VLM on a CUDA GPU with the vllm package; tests/test_vlm_openai_server.py drives the "
                   "client against a local server",

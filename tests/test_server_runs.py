@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import rect_mask, tool, verdict
+from conftest import KnownSegmenter, rect_mask, tool, verdict
 from fake_server import FakeServer, chunk, tool_call_chunks
 
 from sam3_agent.agent.config import AgentConfig
@@ -91,6 +91,38 @@ def test_three_images_per_request_are_enough_for_every_request_of_a_run(server, 
     verify_counts = {images_in(b) for b in server.bodies if b["messages"][0]["content"] == PROMPTS.verify_system}
     main_counts = {images_in(b) for b in server.bodies if b["messages"][0]["content"] != PROMPTS.verify_system}
     assert verify_counts == {3} and main_counts <= {1, 2}
+
+
+def dense_run(server, astronaut, limit: int):
+    """A run whose phrase finds 120 small masks (a dense set: overlay + 4 tiles) against a server allowing ``limit``
+    images per request; the 'model' selects them all."""
+    boxes = [(((k % 12) * 42 + 2, (k // 12) * 50 + 2, (k % 12) * 42 + 38, (k // 12) * 50 + 44), 0.9) for k in range(120)]
+    script = [tool("segment_phrase", text_prompt="bird"), tool("select_masks_and_return", final_answer_masks=["1-120"])]
+
+    def handle(handler, body):
+        if images_in(body) > limit:
+            message = f"At most {limit} image(s) may be provided in one request."
+            return server.json_body({"object": "error", "message": message, "type": "BadRequestError", "code": 400},
+                                    400)(handler, body)
+        calls = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        return server.events([chunk(script[calls], "stop")])(handler, body)
+
+    server.answer(handle)
+    return run(server, astronaut, KnownSegmenter({"bird": boxes}))
+
+
+def test_six_images_per_request_carry_a_dense_set_with_its_tiles(server, astronaut):
+    trace = dense_run(server, astronaut, 6)
+    assert trace.status == "done" and len(trace.final_masks) == 120
+    assert [images_in(b) for b in server.bodies] == [1, 6]  # the photo; then the photo, the overlay and 4 tiles
+
+
+def test_a_server_allowing_three_images_fails_a_dense_round_saying_how_to_start_it(server, astronaut):
+    trace = dense_run(server, astronaut, 3)
+    assert trace.status == "failed"
+    assert trace.error.endswith("(the server takes fewer images per request than the agent sends: up to 6 in a main "
+                                "request (the photo, the overlay and, for a dense set, its four tiles) and 3 in a "
+                                """verification; start it with vLLM's --limit-mm-per-prompt '{"image": 6}')""")
 
 
 def test_a_server_allowing_two_images_fails_each_verification_and_the_run_says_so(server, astronaut, segmenter):

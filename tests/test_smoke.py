@@ -96,7 +96,79 @@ def test_the_report_holds_each_checks_measurements(tiny_run):
     assert checks["first_request"]["details"]["finish_reason"] in ("stop", "length")
     decoding = checks["decoding_paths"]
     assert decoding["passed"] is True and decoding["details"]["first_divergent_token"] == [None] * 4
+    paths = decoding["details"]["paths"]
+    assert (paths["fast"], paths["cache"], paths["batched_rows"]) == (True, "attention", 3) and "note" not in paths
+    assert 0 < paths["prefix_reuse"]["reused_tokens"] < paths["prefix_reuse"]["prompt_tokens"]
+    assert decoding["summary"].startswith("fast path, attention cache (prefix reuse: ")
     assert [run["rounds"] for run in checks["examples"]["details"]["runs"]] == [1, 1]
     assert checks["page_load"]["passed"] is True and checks["page_load"]["details"]["tensors_copied"] == 0
     # random weights: what depends on the answers is not judged
     assert [checks[n]["passed"] for n in ("loading", "sam3_precision", "first_request", "examples")] == [None] * 4
+
+
+# ---------------------------------------------------------------- the newer families and the paths they use
+
+HYBRID_NOTE = ("hybrid cache (linear attention): prompt prefixes are reused only whole, as snapshots of the state "
+               "after them")
+GEMMA3_REASON = ("Gemma3ForConditionalGeneration has no Qwen-VL 3-D position index (get_rope_index): the cached "
+                 "decoder cannot place its tokens")
+
+
+def test_the_tiny_vlm_flag_chooses_the_family_and_needs_the_tiny_preset(monkeypatch, tmp_path):
+    import sam3_agent.presets as presets
+
+    asked = []
+
+    def refuse(settings):
+        asked.append(settings)
+        raise RuntimeError("not loading in this test")
+
+    monkeypatch.setattr(presets, "build_backends", refuse)
+    code, _, _ = run_main("--preset", "tiny", "--allow-cpu", "--tiny-vlm", "gemma3", "--out", str(tmp_path / "r.json"))
+    assert code == 1 and [s.tiny_vlm_kind for s in asked] == ["gemma3"]
+    code, _, err = run_main("--tiny-vlm", "qwen3_5")
+    assert code == smoke.EXIT_USAGE and "--tiny-vlm chooses a tiny model: use it with --preset tiny" in err
+
+
+@pytest.fixture(scope="module")
+def tiny_sam3():
+    from sam3_agent.presets import tiny_model_paths
+    from sam3_agent.sam.segmenter import Sam3Segmenter
+
+    return Sam3Segmenter.from_pretrained(str(tiny_model_paths("qwen3_vl")[0]), device="cpu")
+
+
+def decoding_check(kind: str, segmenter) -> CheckResult:
+    """The smoke command's decoding check on the tiny VLM of ``kind`` (loaded as the tiny preset loads it)."""
+    from sam3_agent.agent.prompts import load_prompts
+    from sam3_agent.presets import tiny_model_paths
+    from sam3_agent.smoke.checks import Models, check_decoding
+    from sam3_agent.vlm.transformers_qwen import TransformersQwenVLM
+
+    vlm = TransformersQwenVLM.from_pretrained(str(tiny_model_paths(kind)[1]), device="cpu")
+    result = CheckResult("decoding_paths")
+    check_decoding(result, Models(vlm, segmenter, None, {}, load_prompts(), judge=False), max_new_tokens=6)
+    return result
+
+
+@pytest.mark.parametrize("kind", ["qwen3_5", "qwen3_5_moe"])
+def test_a_hybrid_family_reports_prefix_reuse_and_batched_verification(kind, tiny_sam3):
+    result = decoding_check(kind, tiny_sam3)
+    paths = result.details["paths"]
+    assert result.passed is True and result.details["first_divergent_token"] == [None] * 4
+    assert (paths["fast"], paths["cache"], paths["batched_rows"], paths["note"]) == (
+        True, "hybrid (linear + full attention)", 3, HYBRID_NOTE)
+    reuse = paths["prefix_reuse"]
+    assert 0 < reuse["reused_tokens"] < reuse["prompt_tokens"]  # the batch's shared prefix was computed once
+    assert result.summary == (
+        f"fast path, hybrid (linear + full attention) cache (prefix reuse: {reuse['reused_tokens']:,} of "
+        f"{reuse['prompt_tokens']:,} prompt tokens reused; batched verification: 3 rows in one batch): "
+        "token-identical to generate on the main request and the batch")
+
+
+def test_a_family_the_engine_does_not_know_reports_plain_generate_and_why(tiny_sam3):
+    result = decoding_check("gemma3", tiny_sam3)
+    assert result.passed is None and result.details["paths"] == {"fast": False, "reason": GEMMA3_REASON}
+    assert result.details["requests"] == 4  # the main request and three verifications, each answered
+    assert result.summary == (f"plain generate ({GEMMA3_REASON}): the main request and 3 verifications answered one "
+                              "at a time; no fast path to compare")

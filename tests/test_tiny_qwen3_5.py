@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from jinja2 import TemplateError
 from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor, GenerationConfig
 
@@ -53,6 +54,44 @@ def test_the_template_opens_think_unless_thinking_is_switched_off(folders):
         head + "<|im_start|>assistant\n<think>\n")
     assert processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False, enable_thinking=False) == (
         head + "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+# What the released Qwen3.5 template renders for this schema and system text (a public copy of Qwen/Qwen3.5-4B's
+# chat_template.jinja, rendered with transformers 5.24): the signatures and the XML-style instruction, then the system
+# text after a blank line, in one system turn.
+FIND = {"type": "function", "function": {"name": "find", "description": "Find it.", "parameters": {
+    "type": "object", "properties": {"masks": {"type": "array", "items": {"type": "integer"}}}, "required": []}}}
+RELEASED_TOOLS_TURN = (
+    "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n"
+    '{"type": "function", "function": {"name": "find", "description": "Find it.", "parameters": {"type": "object", '
+    '"properties": {"masks": {"type": "array", "items": {"type": "integer"}}}, "required": []}}}\n</tools>\n\n'
+    "If you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n"
+    "<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified "
+    "format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural "
+    "language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question "
+    "like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>\n\n"
+    "You segment.<|im_end|>\n")
+
+
+def test_the_template_renders_a_schema_as_the_released_one_does(folders):
+    processor = AutoProcessor.from_pretrained(str(folders["qwen3_5"]))
+    chat = [{"role": "system", "content": "You segment.\n"},  # the system text is stripped, as released
+            {"role": "user", "content": [{"type": "image", "image": IMAGE}, {"type": "text", "text": "the cup"}]}]
+    rendered = processor.apply_chat_template(chat, tools=[FIND], add_generation_prompt=True, tokenize=False)
+    assert rendered == RELEASED_TOOLS_TURN + f"<|im_start|>user\n{VISION}the cup<|im_end|>\n<|im_start|>assistant\n<think>\n"
+
+
+def test_the_template_refuses_a_chat_without_a_user_query_and_the_engine_still_caches_system_turns(folders):
+    processor = AutoProcessor.from_pretrained(str(folders["qwen3_5"]))
+    with pytest.raises(TemplateError, match="No user query found in messages"):
+        processor.apply_chat_template([{"role": "system", "content": "You segment."}], tokenize=False)
+    vlm = TransformersQwenVLM.from_pretrained(str(folders["qwen3_5"]))
+    turn = processor.tokenizer("<|im_start|>system\nYou segment.<|im_end|>\n", add_special_tokens=False)["input_ids"]
+    assert vlm._engine.system_turn_ids("You segment.") == list(turn)  # rendered before a probe user turn, cut there
+    assert vlm.prefill_system_prompts(["You segment."]) == len(turn)
 
 
 @pytest.mark.parametrize("kind", ["qwen3_5", "qwen3_5_moe"])

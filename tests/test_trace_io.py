@@ -72,10 +72,14 @@ def test_folder_holds_the_photo_the_mask_sets_and_no_rendered_view(full_trace, t
     assert sets[2]["from"] == document["mask_files"][1] and sets[2]["indices"] == [0]
     assert sorted(p.name for p in (tmp_path / "masks").iterdir()) == sorted(f.split("/")[1] for f in document["mask_files"])
     overlay = document["messages"][7]["parts"][1]
-    assert overlay == {"type": "image", "name": "round3_overlay", "view": {"kind": "overlay", "masks": 1}}
+    # the overlay's recipe records the pixel bounds its labels were sized for (here the defaults)
+    assert overlay == {"type": "image", "name": "round3_overlay",
+                       "view": {"kind": "overlay", "masks": 1, "bounds": [200_704, 1_003_520]}}
     verdict = document["rounds"][3]["result"]["verdicts"][1]
-    assert verdict["mask_view"] == {"name": "round4_mask2_view", "view": {"kind": "locate", "masks": 1, "index": 1}}
-    assert verdict["zoom_view"] == {"name": "round4_mask2_zoom", "view": {"kind": "closeup", "masks": 1, "index": 1}}
+    assert verdict["mask_view"] == {"name": "round4_mask2_view",
+                                    "view": {"kind": "locate", "masks": 1, "index": 1, "bounds": [200_704, 1_003_520]}}
+    assert verdict["zoom_view"] == {"name": "round4_mask2_zoom",
+                                    "view": {"kind": "closeup", "masks": 1, "index": 1, "bounds": [200_704, 1_003_520]}}
     assert "group" not in verdict  # verified alone
     assert document["rounds"][3]["context"]["kept"] == [0, 1, 6, 7]
 

@@ -7,7 +7,8 @@ import pytest
 from conftest import photo
 
 from sam3_agent import presets
-from sam3_agent.correct.edits import EditState, refine_with_points
+from sam3_agent.correct.edits import EditState
+from sam3_agent.correct.prompted import refine_with_points
 from sam3_agent.errors import BackendError, InputError
 from sam3_agent.mask_set import Masks
 from sam3_agent.sam.tracker import PointSegmenter, Sam3PointSegmenter

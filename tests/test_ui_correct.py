@@ -22,7 +22,8 @@ from sam3_agent.errors import BackendError, InputError
 from sam3_agent.imaging.draw import blend_fill, mask_colors
 from sam3_agent.mask_set import Masks
 from sam3_agent.presets import Backends
-from sam3_agent.sam.tracker import PointMask, check_clicks
+from sam3_agent.sam.prompts import check_clicks
+from sam3_agent.sam.tracker import PointMask
 from sam3_agent.types import ContextRecord, Round, ToolResult, Trace
 from sam3_agent.ui.correct import actions as correct
 from sam3_agent.ui.correct.geometry import ViewGeometry
@@ -235,19 +236,19 @@ def test_a_point_click_with_nothing_selected_makes_a_new_mask_and_later_clicks_r
     assert isinstance(last, ClickMask) and last.index == 2 and last.labels == (1, 0)
     expected = rect_mask(512, 512, 30, 270, 91, 331) & ~rect_mask(512, 512, 70, 310, 91, 331)
     assert np.array_equal(second.state.items[2].mask, expected)
-    assert correct.pending_clicks(correct.undo(second)) == (((60.0, 300.0),), (1,))
+    assert correct.pending_prompt(correct.undo(second)) == (None, ((60.0, 300.0),), (1,))
 
 
 def test_relabelling_or_hiding_between_clicks_keeps_the_earlier_clicks_but_painting_does_not(session):
     model = FakePointSegmenter()
     first = correct.click(session, TOOL_POSITIVE, 60, 300, model)
     labelled = correct.toggle(correct.relabel(first, "spoon"), 0)  # no pixel of mask 3 changed
-    assert correct.pending_clicks(labelled) == (((60.0, 300.0),), (1,))
+    assert correct.pending_prompt(labelled) == (None, ((60.0, 300.0),), (1,))
     second = correct.click(labelled, TOOL_NEGATIVE, 80, 320, model)
     assert model.calls[-1] == ([(60.0, 300.0), (80.0, 320.0)], [1, 0])
     assert second.state.items[2].label == "spoon"
     brushed = correct.brush(second, line(60, 100, 300), 20, erase=False)
-    assert correct.pending_clicks(brushed) == ((), ())  # the mask's pixels changed by other means: start over
+    assert correct.pending_prompt(brushed) == (None, (), ())  # the mask's pixels changed by other means: start over
 
 
 def test_a_point_click_replaces_the_selected_mask(session):

@@ -427,15 +427,19 @@ def test_a_saved_trace_steps_round_by_round_with_the_same_views(tmp_path, saved_
     assert "Query: &#x27;the child on the left&#x27;. Done: 1 mask selected after 4 rounds. VLM: scripted." in message
     assert number == 1 and navigation == {"__type__": "update", "visible": True}
     assert final_image["visible"] is True and final_image["value"].size == (512, 512) and '<tr data-mask="1">' in final_masks
-    round_html, context_html, timeline = inspect.show_round(state, 3)
+    round_html, context_html, timeline, box = inspect.show_round(state, 3)
+    assert box == {"__type__": "update"}  # the box already says 3
     assert '<section class="round" data-round="3">' in round_html
     assert '<details class="reasoning" open>' in round_html  # a trace is read: reasoning open
     assert round_html.count('class="verdict-card') == 2
     assert 'class="ctx-msg ctx-assistant ctx-dropped" data-index="2"' in context_html
     assert 'class="ctx-note"' in context_html
     assert timeline.count("<tr class=\"timeline-") == 4 and 'timeline-current" data-round="3"' in timeline
-    assert [inspect.step_round(state, 1, -1), inspect.step_round(state, 4, 1), inspect.step_round(state, 2, 1)] == [
-        1, 4, 3]
+    # from the round shown (3), whatever the box says
+    assert [inspect.step_round(state, 1, -1), inspect.step_round(state, 4, 1), inspect.step_round(state, None, 1)] == [
+        2, 4, 4]
+    inspect.show_round(state, 1)
+    assert [inspect.step_round(state, 9, -1), inspect.step_round(state, 9, 1)] == [1, 2]
 
 
 class Clicked:
@@ -451,20 +455,39 @@ def test_a_timeline_click_opens_that_round(tmp_path, saved_trace):
     assert inspect.pick_round(Clicked(None)) == {"__type__": "update"}  # no change
 
 
-@pytest.mark.parametrize(("number", "message"), [
-    (7, "There is no round 7: this trace has rounds 1 to 4. Pick one in the timeline."),
-    (0, "There is no round 0: this trace has rounds 1 to 4."),
-    (None, "This is not a round number: this trace has rounds 1 to 4."),
-    (2.5, "This is not a round number"),
-    (float("nan"), "This is not a round number"),
+SKIP = {"__type__": "update"}  # gr.skip(): that part of the page is left as it is
+
+
+@pytest.mark.parametrize(("number", "shown", "message"), [
+    (7, 4, "There is no round 7: this trace has rounds 1 to 4. Showing round 4."),
+    (0, 1, "There is no round 0: this trace has rounds 1 to 4. Showing round 1."),
+    (-3, 1, "There is no round -3: this trace has rounds 1 to 4. Showing round 1."),
 ])
-def test_a_round_number_outside_the_trace_is_a_message_not_an_error(tmp_path, saved_trace, number, message):
+def test_a_round_number_outside_the_trace_shows_its_nearest_round_and_the_box_says_it(tmp_path, saved_trace, number,
+                                                                                      shown, message):
     inspect = make_handlers(tmp_path).inspect
     state = inspect.load_trace(saved_trace)[0]
-    round_html, context_html, timeline = inspect.show_round(state, number)
-    assert 'class="status status-error"' in round_html and message in round_html
-    assert "The context of the round you open appears here." in context_html
-    assert timeline.count("<tr class=\"timeline-") == 4  # to pick a round from
+    inspect.show_round(state, 2)
+    round_html, context_html, timeline, box = inspect.show_round(state, number)
+    assert box == shown  # the box is put back on the round shown
+    note, rest = round_html.split("</div>", 1)
+    assert 'class="status status-error"' in note and message in note
+    assert f'<section class="round" data-round="{shown}">' in rest
+    assert "Context of round" in context_html and f'timeline-current" data-round="{shown}"' in timeline
+    # the change of the box to that number that follows leaves the page (and its note) as it is
+    assert inspect.show_round(state, shown) == (SKIP, SKIP, SKIP, SKIP)
+    assert inspect.settle_number(state, shown) == SKIP
+
+
+@pytest.mark.parametrize("number", [None, 2.5, float("nan")])
+def test_a_box_being_typed_in_changes_nothing_and_leaving_it_empty_puts_the_round_shown_back(tmp_path, saved_trace,
+                                                                                             number):
+    inspect = make_handlers(tmp_path).inspect
+    state = inspect.load_trace(saved_trace)[0]
+    inspect.show_round(state, 3)
+    assert inspect.show_round(state, number) == (SKIP, SKIP, SKIP, SKIP)  # still round 3, the box as typed
+    assert inspect.settle_number(state, number) == 3  # once the user leaves the box
+    assert inspect.step_round(state, number, 1) == 4
 
 
 def test_the_empty_inspect_tab_hides_the_round_navigation(tmp_path):
@@ -481,7 +504,7 @@ def test_a_one_round_trace_steps_nowhere(tmp_path):
     assert len(handlers.inspect.loaded(state).rounds) == 1 and "No mask: the model reported that nothing matches" in message
     assert handlers.inspect.step_round(state, 1, 1) == 1 and handlers.inspect.step_round(state, 1, -1) == 1
     assert final_image == {"__type__": "update", "value": None, "visible": False} and "No final masks." in final_masks
-    assert "There is no round 2: this trace has round 1." in handlers.inspect.show_round(state, 2)[0]
+    assert "There is no round 2: this trace has round 1. Showing round 1." in handlers.inspect.show_round(state, 2)[0]
 
 
 def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):

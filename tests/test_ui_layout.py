@@ -163,10 +163,10 @@ def test_correct_and_review_events_share_one_queue_run_in_session_order(tmp_path
     settings = AppSettings(BackendSettings(preset="tiny"))
     demo = build_demo(Handlers(AgentFactory.load(settings), warn=lambda _m: None, root=tmp_path / "app"), settings)
     names = {"canvas", "style", "set_shown", "select", "relabel", "delete", "undo", "redo", "bring_in",
-             "export_coco", "export_pngs", "export_bundle", "export_trace"}
+             "export_coco", "export_polygons", "export_yolo", "export_pngs", "export_bundle", "export_trace"}
     fns = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") in names or f.concurrency_id == "correct-edits"]
     found = {getattr(f.fn, "__name__", "") for f in fns}
     assert names <= found
     assert {(f.concurrency_id, f.concurrency_limit) for f in fns} == {("correct-edits", EDIT_CONCURRENCY)}
-    assert EDIT_CONCURRENCY == 4 and len(fns) == 23  # the Correct tab's 17 events and the Review tab's 6
+    assert EDIT_CONCURRENCY == 4 and len(fns) == 25  # the Correct tab's 19 events and the Review tab's 6
     assert all(getattr(f.fn, "in_session_order", False) for f in fns)

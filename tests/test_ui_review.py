@@ -14,9 +14,10 @@ from dataset_fixtures import review_batch
 from pycocotools.coco import COCO
 
 from sam3_agent.datasets.review.decisions import REVIEW_FILE
+from sam3_agent.datasets.review.exports import EXPORT_FILE
 from sam3_agent.edit_ops import DeleteMask, RelabelMask
 from sam3_agent.ui.correct.handlers import CorrectHandlers
-from sam3_agent.ui.review.handlers import EXPORT_FILE, ReviewHandlers, ReviewSlot
+from sam3_agent.ui.review.handlers import ReviewHandlers, ReviewSlot
 
 FLAG_AREA = 95 * 340  # the flag's known rectangle (0, 0, 95, 340) on astronaut.jpg
 

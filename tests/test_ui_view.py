@@ -28,8 +28,8 @@ from sam3_agent.ui.view import (
 )
 from sam3_agent.vlm.scripted import ScriptedVLM
 
-MASKS_GONE_TEXT = ("its overlay shows masks that no longer exist: at most 2 images are sent, the raw image and the "
-                   "current masks' overlay")
+MASKS_GONE_TEXT = ("its overlay shows masks that no longer exist: only the raw image and the current masks' overlay are "
+                   "sent (with the overlay's tiles, for a dense set)")
 
 SEGMENTER = {
     "person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9), ((350, 300, 450, 500), 0.6)],
@@ -157,6 +157,20 @@ def test_verdict_cards_appear_one_by_one_then_stay_on_the_round(recorded):
     assert html.count('class="verdict-card verdict-accept" data-mask="1"') == 1
     assert html.count('class="verdict-card verdict-reject" data-mask="2"') == 1
     assert html.count("data:image/jpeg;base64,") == 5  # 2 cards x 2 views + the survivors' overlay
+
+
+def test_each_verifier_view_on_a_card_is_a_button_that_opens_it_with_its_alt_text(recorded):
+    view, _, _ = recorded
+    html = render_round(view.rounds[2], ImageUrls())
+    buttons = re.findall(r'<button type="button" class="card-view" aria-haspopup="dialog" aria-label="([^"]+)" '
+                         r'title="Enlarge"><img class="(card-mask|card-zoom)" src="data:image/jpeg;base64,[^"]+" '
+                         r'alt="([^"]+)"/></button>', html)
+    assert buttons == [
+        ("Enlarge: mask 1 on the photo, as the verifier saw it", "card-mask", "mask 1 on the photo, as the verifier saw it"),
+        ("Enlarge: mask 1 up close, as the verifier saw it", "card-zoom", "mask 1 up close, as the verifier saw it"),
+        ("Enlarge: mask 2 on the photo, as the verifier saw it", "card-mask", "mask 2 on the photo, as the verifier saw it"),
+        ("Enlarge: mask 2 up close, as the verifier saw it", "card-zoom", "mask 2 up close, as the verifier saw it"),
+    ]
 
 
 def test_context_panel_after_a_second_phrase_greys_out_the_dropped_messages(recorded):

@@ -336,3 +336,39 @@ def test_the_native_view_renders_the_function_schema_as_qwen3_vl_does(qwen3, cof
     assert "<tools>" not in qwen3.render_prompt(messages)  # the plain model (the verifier's) is untouched
     result = generate(view, messages)  # the cached decoder's system prefix holds the schema too
     assert result.finish_reason in ("stop", "length") and result.prompt_tokens > len(qwen3.encode(messages)["input_ids"][0])
+
+
+def test_a_template_that_drops_the_schema_gets_it_in_the_system_turn_noticed_once(tiny_dirs, qwen3, coffee, caplog):
+    from conftest import KnownSegmenter
+
+    from sam3_agent.agent.config import AgentConfig
+    from sam3_agent.agent.loop import Agent
+    from sam3_agent.agent.prompts import load_prompts
+    from sam3_agent.agent.tool_format import function_schemas
+
+    schemas = function_schemas(load_prompts().main_system)
+    vlm = TransformersQwenVLM.from_pretrained(str(tiny_dirs["qwen2_5_vl"]), max_new_tokens=4, sampling=GREEDY)
+    messages = conversation(coffee)
+    plain = vlm.render_prompt(messages)
+    assert vlm.processor.apply_chat_template(to_chat(messages), tools=schemas, tokenize=False,
+                                             add_generation_prompt=True) == plain  # the released template drops them
+    with caplog.at_level("INFO", logger="sam3_agent.engine.qwen_prepare"):
+        view = vlm.with_tools(schemas)
+        vlm.with_tools(schemas)
+    assert [r.getMessage() for r in caplog.records if "ignores tools" in r.getMessage()] == [
+        "the chat template of this model ignores tools=: the function schema is written into the system turn in "
+        "Qwen's function-calling form instead"]  # noticed and said once per model
+    assert (view.tool_schema, vlm.tool_schema, qwen3.with_tools(schemas).tool_schema) == (
+        "system_turn", None, "chat_template")
+    # the system turn Qwen3-VL's template renders with the schema (Qwen2.5's own block), then Qwen2.5-VL's turns
+    with_schema = qwen3.with_tools(schemas).render_prompt(messages)
+    system_turn = with_schema[:with_schema.index("<|im_start|>user")]
+    assert system_turn.startswith(f"<|im_start|>system\n{messages[0].text}\n\n# Tools\n\nYou may call one or more")
+    assert view.render_prompt(messages) == system_turn + plain[plain.index("<|im_start|>user"):]
+    # the cached decoder finds the longer system turn and answers as generate does
+    assert view._engine.system_turn_ids(messages[0].text) == vlm.processor.tokenizer(
+        system_turn, add_special_tokens=False)["input_ids"]
+    result = generate(view, messages)
+    assert result.prompt_tokens == len(view.encode(messages)["input_ids"][0]) > len(vlm.encode(messages)["input_ids"][0])
+    # a native run on it records how the schema reached the model
+    assert Agent(vlm, KnownSegmenter({}), AgentConfig(tool_format="native")).settings()["tool_schema"] == "system_turn"

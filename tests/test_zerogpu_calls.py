@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from sam3_agent.errors import InputError
 from sam3_agent.messages import Generation, ImagePart, Message, TextPart
 from sam3_agent.models import zerogpu
 from sam3_agent.models.gpu_calls import GpuVLM, prompt_tokens, vlm_seconds
@@ -31,6 +32,7 @@ RUN = """
 import json, sys, types
 import app                                     # what the Space runs: spaces first
 import spaces
+from sam3_agent.agent.parsing import format_response, parse_response
 from sam3_agent.presets import BackendSettings, build_backends
 from sam3_agent.ui.run.handlers import Handlers
 from sam3_agent.ui.run.runner import AgentFactory
@@ -49,37 +51,63 @@ class ScriptedLocal(ScriptedVLM):
     def generate_batch(self, conversations, *, max_new_tokens=None, stop=None):
         return [generate(self, c, max_new_tokens=max_new_tokens, stop=stop) for c in conversations]
 
+    def with_tools(self, tools):
+        views.append(self.name)                 # made where the calls run (the stand-in runs them in this process)
+        return super().with_tools(tools)
+
+
+def in_xml(reply):
+    parsed = parse_response(reply)
+    return format_response(parsed.thinking, parsed.call, "xml")
+
 
 script = load_script("sam3_agent/assets/example_script.json")
 tiny = build_backends(BackendSettings(preset="tiny", device="cpu"))
-backends = type(tiny)(ScriptedLocal(script["main"], 512, "main"), ScriptedLocal(script["verify"], 256, "verify"),
-                      tiny.segmenter, dict(tiny.settings))
-factory = AgentFactory(AppSettings(backend=BackendSettings(preset="tiny")), backends)
-factory.calls_on_gpu()                          # what AgentFactory.load does on ZeroGPU
 spaces.quota.update(json.loads(sys.argv[1]))
-pages = list(Handlers(factory).run("sam3_agent/assets/coffee.jpg", "the spoon", 8, 0.0, None))
-print(json.dumps({
-    "calls": [[c["work"], c["duration"]] for c in spaces.record["calls"]],
-    "largest_call_bytes": max(c["bytes"] for c in spaces.record["calls"]),
-    "gpu_functions": [name for name, _ in spaces.record["gpu_functions"]],
-    "forward_outside_gpu": spaces.record["forward_outside_gpu"],
-    "status": pages[-1][0],
-}))
+runs = {}
+for tool_format in sys.argv[2].split(","):    # one run per tool format, one after the other
+    views, first_call = [], len(spaces.record["calls"])
+    main = script["main"] if tool_format == "reference" else [in_xml(reply) for reply in script["main"]]
+    backends = type(tiny)(ScriptedLocal(main, 512, "main"), ScriptedLocal(script["verify"], 256, "verify"),
+                          tiny.segmenter, dict(tiny.settings))
+    factory = AgentFactory(AppSettings(backend=BackendSettings(preset="tiny"), tool_format=tool_format), backends)
+    factory.calls_on_gpu()                      # what AgentFactory.load does on ZeroGPU
+    pages = list(Handlers(factory).run("sam3_agent/assets/coffee.jpg", "the spoon", 8, 0.0, None))
+    calls = spaces.record["calls"][first_call:]
+    runs[tool_format] = {
+        "calls": [[c["work"], c["duration"]] for c in calls],
+        "largest_call_bytes": max(c["bytes"] for c in calls),
+        "gpu_functions": [name for name, _ in spaces.record["gpu_functions"]],
+        "forward_outside_gpu": spaces.record["forward_outside_gpu"],
+        "status": pages[-1][0],
+        "tool_views": views,
+    }
+print(json.dumps(runs))
 """
 
 
-def scripted_run(quota: dict) -> dict:
+def scripted_runs(quota: dict, tool_formats: str = "reference") -> dict:
     env = dict(os.environ, SPACES_ZERO_GPU="true", PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]))
     env.pop("SAM3_AGENT_GPU_MAX_SECONDS", None)
-    result = subprocess.run([sys.executable, "-c", RUN, json.dumps(quota)], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-c", RUN, json.dumps(quota), tool_formats], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
-def visitor_run():
-    return scripted_run({})
+def visitor_runs():
+    return scripted_runs({}, "reference,native")  # one interpreter for both: the tiny models load once
+
+
+@pytest.fixture(scope="module")
+def visitor_run(visitor_runs):
+    return visitor_runs["reference"]
+
+
+@pytest.fixture(scope="module")
+def native_run(visitor_runs):
+    return visitor_runs["native"]
 
 
 def test_each_model_call_asks_for_its_own_seconds(visitor_run):
@@ -99,8 +127,19 @@ def test_the_agent_loop_runs_no_model_outside_a_gpu_call(visitor_run):
     assert visitor_run["forward_outside_gpu"] == []
 
 
+def test_the_native_format_runs_on_zerogpu_its_schema_sent_with_each_main_call(native_run, visitor_run):
+    # the same run in the native format: each main call carries the schema (its few hundred tokens asked for too),
+    # the worker makes the VLM's schema view once, the verifier never gets one
+    assert native_run["calls"] == [["vlm.stream", 33], ["sam3.segment", 15], ["vlm.stream", 33],
+                                   ["verifier.stream", 22], ["vlm.stream", 33]]
+    assert "Done: 1 mask selected after 3 rounds." in native_run["status"]
+    assert native_run["tool_views"] == ["main", "main"]  # once in the main process (checked there), once in the worker
+    assert native_run["gpu_functions"] == ["on_gpu"] and native_run["forward_outside_gpu"] == []
+    assert visitor_run["largest_call_bytes"] < native_run["largest_call_bytes"] < 1_000_000  # the schema, by value
+
+
 def test_a_visitor_whose_quota_is_used_up_is_told_to_log_in_or_come_back():
-    run = scripted_run({"left": 40})  # the first call asks 32 s, counted 48 s on the half Blackwell slice
+    run = scripted_runs({"left": 40})["reference"]  # the first call asks 32 s, counted 48 s on the half slice
     assert run["calls"] == [["vlm.stream", 32]]
     assert ("Failed after 1 round: your GPU time on this Space is used up for today (40 s left, too little for the "
             "next step): log in to Hugging Face for more GPU time, or try again in 13:20:05.") in run["status"]
@@ -188,3 +227,35 @@ def test_a_failure_in_the_worker_comes_back_as_it_was():
     call = zerogpu.register("test-fails", fails, lambda: 1)
     with pytest.raises(GpuQuotaError, match="^the words$"):
         call()
+
+
+class Shown(Streaming):
+    """A VLM whose ``with_tools`` view answers with the names of the functions it was shown."""
+
+    tools = None
+
+    def with_tools(self, tools):
+        view = Shown()
+        view.tools = tools
+        return view
+
+    def stream(self, messages, *, max_new_tokens=None, stop=None):
+        text = ",".join(t["function"]["name"] for t in self.tools) if self.tools else "none"
+        yield text
+        yield Generation(text, "stop", None, 1)
+
+
+def test_a_schema_view_sends_the_schema_with_each_call_and_asks_for_its_tokens():
+    tools = [{"type": "function", "function": {"name": "find", "description": "x" * 5994}}]  # 6065 characters of JSON
+    vlm = GpuVLM(Shown(), "test-tools")
+    view = vlm.with_tools(tools)
+    hi = [Message("user", (TextPart("hi"),))]
+    assert [list(v.stream(hi))[0] for v in (view, vlm)] == ["find", "none"]  # the plain wrapper sends none
+    # 10 s to start, 1 + ceil(6065 / 3) = 2023 prompt tokens at 2000/s, 50 new tokens at 25/s: 13.0115 s -> 14 s
+    assert zerogpu.requested_seconds("test-tools.stream", (hi,), {"tools": tools}) == 14
+    assert zerogpu.requested_seconds("test-tools.stream", (hi,), {}) == 13
+
+
+def test_a_backend_that_cannot_take_a_schema_is_refused_on_zerogpu_too():
+    with pytest.raises(InputError, match="'streaming' cannot be given the tools as a function schema"):
+        GpuVLM(Streaming(), "test-no-tools").with_tools([])

@@ -9,11 +9,11 @@ replies, and the prompt texts.
 - ``tools`` / ``agent.tool_specs``: the model's action space and each tool's checks and effects.
 - ``verify``: ``examine_each_mask``'s one isolated VLM call per mask; ``verify_groups``: its calls of several
   masks on one view each (``in_groups``).
-- ``parsing`` / ``agent.call_json`` / ``agent.bare_calls``: tool calls read from the model's text (tagged, or
-  written without their tag); ``reasoning``: where the reasoning ends; ``verdicts``: the verdict grammar (per mask, and a
-  group's one line per mask).
+- ``parsing`` / ``agent.call_json`` / ``agent.bare_calls`` / ``agent.function_calls``: tool calls read from the
+  model's text (tagged, written without their tag, or in Qwen3.5's XML style); ``reasoning``: where the reasoning
+  ends; ``verdicts``: the verdict grammar (per mask, and a group's one line per mask).
 - ``prompts``: the system prompts and every feedback message, read from ``prompts/``; ``tool_format``: the
-  reference ``<tool>`` format or the native one (function schema, ``<tool_call>``).
+  reference ``<tool>`` format or the native one (function schema, the model's own call forms, its feedback texts).
 
 May import: the ground floor, ``imaging``, ``sam``, ``vlm`` (its protocol and image limits). Never ``trace``,
 ``correct`` or any front end.

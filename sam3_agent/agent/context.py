@@ -13,11 +13,14 @@ Policy:
   has moved on, old mistakes only fill the context, and without this rule a model that keeps
   failing before its first ``segment_phrase`` would grow the context every round;
 - when phrases were tried before that message, append a note to message 1 that lists them;
-- at most two images: the raw image of message 1 and the image showing the current masks, which is
-  the one in the reply to the latest call that replaced the masks (``segment_phrase`` or
-  ``examine_each_mask`` that ran). When that reply has no image (no mask found, every mask
-  rejected), no overlay is current: masks that no longer exist are never shown as if they did.
-  Every other image becomes a text placeholder.
+- at most two views of the photo: the raw image of message 1 and the images showing the current masks,
+  which are those in the reply to the latest call that replaced the masks (``segment_phrase`` or
+  ``examine_each_mask`` that ran): its numbered overlay and, for a dense set, the overlay's tiles after it
+  (``imaging.tiles``; the tools put them in that reply, so they come and go with their overlay). At most
+  ``MAX_CONTEXT_IMAGES`` images in all (``limits.MAX_MAIN_IMAGES``: 1 + 1 + 4 tiles). When that reply has no
+  image (no mask found, every mask rejected), no overlay is current: masks that no longer exist are never shown
+  as if they did. Every other image becomes a text placeholder, one per run of images next to each other (an
+  overlay and its tiles are one placeholder).
 
 The record names the rule behind each dropped message and each image turned into text (``REASONS``), so
 the UI can say why without knowing the policy.
@@ -27,11 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..limits import MAX_MAIN_IMAGES
 from ..messages import ImagePart, Message, Part, TextPart
 from ..types import ContextRecord
 from .tool_specs import TOOL_SPECS
 
-MAX_CONTEXT_IMAGES = 2  # raw image + latest overlay
+MAX_CONTEXT_IMAGES = MAX_MAIN_IMAGES  # raw image + latest overlay (+ its tiles, for a dense set)
 
 # Why a message was left out of a request or had its images turned into text (``ContextRecord.reasons``).
 BEFORE_LATEST_SEGMENT = "before_latest_segment"  # lies before the latest segment_phrase call: its masks are gone
@@ -153,29 +157,33 @@ def build_context(
 
 def _images_shown(messages: Sequence[Message], kept: set[int]) -> set[tuple[int, int]]:
     """The (message index, part index) of every image the request shows, at most ``MAX_CONTEXT_IMAGES``: the raw
-    image (the first image of message 1), then the newest images of the reply showing the current masks."""
+    image (the first image of message 1), then the first images of the reply showing the current masks (its
+    overlay, then the overlay's tiles)."""
     raw = next((i for i, part in enumerate(messages[1].parts) if isinstance(part, ImagePart)), None)
     shown = {(1, raw)} if raw is not None else set()
     current = _current_masks_reply(messages)
     if current is not None and current in kept:
         overlays = [(current, i) for i, part in enumerate(messages[current].parts) if isinstance(part, ImagePart)]
-        shown.update(overlays[len(overlays) - (MAX_CONTEXT_IMAGES - 1):])  # one place is the raw image's
+        shown.update(overlays[: MAX_CONTEXT_IMAGES - 1])  # one place is the raw image's
     return shown
 
 
 def _as_sent(
     message: Message, index: int, shown: set[tuple[int, int]], placeholder: str, note: str | None
 ) -> tuple[Message, bool]:
-    """``message`` as the request holds it: images not in ``shown`` replaced by ``placeholder``, ``note`` appended;
-    the message itself when nothing changed. Also says whether an image was replaced."""
+    """``message`` as the request holds it: images not in ``shown`` replaced by ``placeholder`` (one for a run of
+    such images next to each other: an overlay and its tiles), ``note`` appended; the message itself when nothing
+    changed. Also says whether an image was replaced."""
     parts: list[Part] = []
-    replaced = False
+    replaced = after_placeholder = False
     for part_index, part in enumerate(message.parts):
         if isinstance(part, ImagePart) and (index, part_index) not in shown:
-            parts.append(TextPart(placeholder))
-            replaced = True
+            if not after_placeholder:
+                parts.append(TextPart(placeholder))
+            replaced = after_placeholder = True
         else:
             parts.append(part)
+            after_placeholder = False
     if note is not None:
         parts.append(TextPart(note))
     if not replaced and note is None:

@@ -31,7 +31,7 @@ from .output_parts import shown_reasoning, split_streamed
 from .parsing import ParsedResponse, parse_response
 from .prompts import Prompts, load_prompts, token_limit_text
 from .round_in_flight import RoundInFlight
-from .tool_format import function_schemas, native_system_prompt, with_tools
+from .tool_format import function_schemas, in_own_style, native_prompts, native_system_prompt, with_tools
 from .tools import ToolOutcome, Tools, ToolState
 from .verify import RunCancelled
 
@@ -69,11 +69,14 @@ class Agent:
         self.config = config or AgentConfig()
         self.prompts = prompts or load_prompts()
         self.extra_settings = dict(settings or {})
-        self.tools = Tools(segmenter, self.verifier, self.prompts, self.config)
         self.main_system = self.prompts.main_system
         if self.config.tool_format == "native":
             self.vlm = with_tools(vlm, function_schemas(self.prompts.main_system))
             self.main_system = native_system_prompt(self.prompts.main_system)
+            self.prompts = native_prompts(self.prompts)
+        # the overlays and tiles go to the main VLM: their labels are sized for the pixel bounds it sees them at
+        self.tools = Tools(segmenter, self.verifier, self.prompts, self.config, limits_of(vlm).pixel_bounds,
+                           limits_of(self.verifier).pixel_bounds)
 
     @classmethod
     def from_backends(cls, backends: Any, config: AgentConfig | None = None, prompts: Prompts | None = None) -> Agent:
@@ -92,6 +95,7 @@ class Agent:
             **asdict(self.config),
             "prompt_sha256": self.prompts.hashes(),
             **self.extra_settings,
+            **({"tool_schema": schema} if (schema := getattr(self.vlm, "tool_schema", None)) else {}),
         }
 
     def start(
@@ -247,7 +251,8 @@ class AgentRun:
         generation = yield from self._generate(flight, sent)
         if generation.finish_reason == "cancelled":
             return (yield from self._end_cancelled(flight))
-        parsed = parse_response(generation.text, generation.finish_reason, generation.starts_in_reasoning)
+        parsed = in_own_style(parse_response(generation.text, generation.finish_reason, generation.starts_in_reasoning),
+                              self.agent.config.tool_format)
         flight.reasoning = shown_reasoning(parsed.thinking, generation.text)
         acted = yield from self._act(flight, parsed)
         if acted is None:  # stopped during the tool: the round is recorded and the run ended

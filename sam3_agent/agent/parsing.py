@@ -12,6 +12,10 @@ otherwise returns a feedback key naming the mistake. The keys are those of ``pro
 A call written without its tag (bare JSON, fenced, inside ``<tools>``) or as a one-element list runs
 with a note when it is the reply's only call (``agent.bare_calls``).
 
+Calls in the XML style of Qwen3.5 / Qwen3.6 (``<tool_call><function=NAME><parameter=P>V</parameter></function>
+</tool_call>``) are read by the same rules, their values converted by the parameters' types
+(``agent.function_calls``).
+
 A reply that ended inside its reasoning runs nothing: neither a tool call nor a verdict drafted
 there counts (see ``parse_response`` and ``verdicts.parse_verdict``).
 
@@ -24,17 +28,29 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..messages import ToolCall
 from .bare_calls import bare_calls, is_call_shaped, reasoning_before
 from .call_json import TOOL_CLOSE, TOOL_OPEN, decode_text, first_opener, read_value
+from .function_calls import (
+    FUNCTION_OPEN,
+    count_call_tags,
+    first_call_tag,
+    function_after,
+    read_function,
+    typed_arguments,
+    xml_call_text,
+)
 from .reasoning import THINK_CLOSE, THINK_OPEN, reasoning_close
 from .tool_specs import TOOL_SPECS
 
 logger = logging.getLogger(__name__)
 
 _NAME_SEPARATORS = re.compile(r"[\s_\-]+")
+
+CallForm = Literal["json", "xml"]  # a call's JSON object (tagged or not), or the XML style of ``function_calls``
+CallStyle = Literal["reference", "json", "xml"]  # how ``format_response`` writes a call
 
 # Spelling-insensitive key -> canonical tool name ("segmentphrase" -> "segment_phrase").
 _NAME_KEYS: dict[str, str] = {_NAME_SEPARATORS.sub("", name).lower(): name for name in TOOL_SPECS}
@@ -52,14 +68,17 @@ class ParsedResponse:
             ``"<think>{thinking}</think>\\n<tool>{json}</tool>"`` holding only the first call, with
             canonical name and ``"parameters"`` key; otherwise the raw text unchanged.
         error: feedback key of the mistake (``"empty_output"``, ``"no_tool_call"``,
-            ``"unclosed_think"``, ``"truncated"``, ``"bad_json"``, ``"bad_call"``,
-            ``"unknown_tool"``, ``"several_calls"``, ``"call_in_reasoning"``), or ``None``.
+            ``"unclosed_think"``, ``"truncated"``, ``"bad_json"``, ``"bad_call"``, ``"bad_function_call"``
+            (an XML-style call that is malformed), ``"unknown_tool"``, ``"several_calls"``,
+            ``"call_in_reasoning"``), or ``None``.
         error_fields: the ``str.format`` fields of that feedback text (e.g. ``{"detail": ...}``).
         ignored_calls: tool calls after the first one; they are neither run nor stored.
         name_corrected: True when the name as written was a spelling variant of a known tool.
         notes: feedback keys (no fields) of notes for the reply to a call that ran although written in another
             form: ``"untagged_call"`` (no ``<tool>`` tag: bare, fenced, in ``<tools>``, only the closing tag),
             ``"listed_call"`` (a one-element list).
+        form: how the call was written: ``"json"`` (a JSON object, in any tag or none) or ``"xml"``
+            (``<function=NAME>`` with ``<parameter=...>`` tags).
     """
 
     thinking: str
@@ -70,6 +89,7 @@ class ParsedResponse:
     ignored_calls: int = 0
     name_corrected: bool = False
     notes: tuple[str, ...] = ()
+    form: CallForm = "json"
 
 
 def canonical_tool_name(raw: str) -> str | None:
@@ -136,7 +156,8 @@ def _reasoning_and_body(
     first_tag = TOOL_OPEN.search(text)
     thinking = text[: first_tag.start()].strip() if first_tag else text.strip()
     if truncated:
-        return _failure(text, thinking, "truncated")
+        cut = first_call_tag(text)
+        return _failure(text, text[: cut.start()].strip() if cut else thinking, "truncated")
     return thinking, text[first_tag.start() :] if first_tag else text, False
 
 
@@ -147,8 +168,11 @@ def _call_in_body(text: str, thinking: str, body: str, truncated: bool, tagged: 
     opening = TOOL_OPEN.search(body)
     if opening is None:
         return _bare_call(text, thinking, body, truncated, tagged)
+    function = function_after(body, opening.end())
+    if function is not None:
+        return _function_call(text, thinking, body, function, truncated, ())
     decoded, end, detail = _read_call(body, opening.end())
-    ignored = len(TOOL_OPEN.findall(body, end))
+    ignored = count_call_tags(body, end)
     if detail is not None:
         if truncated:
             return _failure(text, thinking, "truncated", ignored=ignored)
@@ -161,21 +185,41 @@ def _bare_call(text: str, thinking: str, body: str, truncated: bool, tagged: boo
     mistake: ``"several_calls"`` (two or more), ``"call_in_reasoning"`` (the only call was drafted inside closed
     reasoning), ``"truncated"`` or ``"no_tool_call"``."""
     found = bare_calls(body)
-    if not found:
+    functions = list(FUNCTION_OPEN.finditer(body))
+    if not found and not functions:
         if truncated:
             return _failure(text, thinking, "truncated")
-        if tagged and (TOOL_OPEN.search(thinking) or bare_calls(thinking)):
+        if tagged and (first_call_tag(thinking) or bare_calls(thinking)):
             return _failure(text, thinking, "call_in_reasoning")
         return _failure(text, thinking, "no_tool_call")
-    count = sum(value.calls for value in found)
+    count = sum(value.calls for value in found) + len(functions)
+    first = min([v.start for v in found] + [f.start() for f in functions])
     if not tagged:
-        thinking = reasoning_before(body, found[0].start)
+        thinking = reasoning_before(body, first)
     if count > 1:
         return _failure(text, thinking, "several_calls", {"count": str(count)})
+    if functions:
+        return _function_call(text, thinking, body, functions[0], truncated, ("untagged_call",))
     return _finished_call(text, thinking, found[0].value, 0, ("untagged_call",))
 
 
-def _finished_call(text: str, thinking: str, decoded: Any, ignored: int, notes: tuple[str, ...]) -> ParsedResponse:
+def _function_call(text: str, thinking: str, body: str, opening: re.Match[str], truncated: bool,
+                   notes: tuple[str, ...]) -> ParsedResponse:
+    """The call written in the XML style whose ``<function=...>`` tag is ``opening``, or its mistake: ``"truncated"``
+    (cut by the token budget before it was closed) or ``"bad_function_call"``."""
+    read = read_function(body, opening)
+    ignored = count_call_tags(body, read.end)
+    if truncated and not read.closed:
+        return _failure(text, thinking, "truncated", ignored=ignored)
+    if read.error is not None:
+        return _failure(text, thinking, "bad_function_call", {"detail": read.error}, ignored)
+    canonical = canonical_tool_name(read.name)
+    arguments = typed_arguments(TOOL_SPECS.get(canonical) if canonical else None, read)
+    return _finished_call(text, thinking, {"name": read.name, "arguments": arguments}, ignored, notes, "xml")
+
+
+def _finished_call(text: str, thinking: str, decoded: Any, ignored: int, notes: tuple[str, ...],
+                   form: CallForm = "json") -> ParsedResponse:
     """The parsed response of one decoded call value (a one-element list is unwrapped, with a note)."""
     if isinstance(decoded, list) and is_call_shaped(decoded):
         if len(decoded) > 1:
@@ -200,6 +244,7 @@ def _finished_call(text: str, thinking: str, decoded: Any, ignored: int, notes: 
         ignored_calls=ignored,
         name_corrected=canonical != call.raw_name,
         notes=notes,
+        form=form,
     )
 
 
@@ -222,14 +267,24 @@ def _read_call(body: str, start: int) -> tuple[Any, int, str | None]:
     return read.value, read.end, read.error
 
 
-def format_response(thinking: str, call: ToolCall) -> str:
-    """The normalised assistant text for a call: ``<think>...</think>`` then one ``<tool>`` JSON.
+def format_response(thinking: str, call: ToolCall, style: CallStyle = "reference") -> str:
+    """The normalised assistant text for a call: ``<think>...</think>``, a line break, then the call in ``style``:
 
-    The JSON is ``{"name": call.name, "parameters": call.parameters}`` written with
-    ``json.dumps(..., ensure_ascii=False)``.
+    - ``"reference"``: ``<tool>{"name": call.name, "parameters": call.parameters}</tool>``;
+    - ``"json"``: ``<tool_call>``, ``{"name": ..., "arguments": ...}`` and ``</tool_call>`` on lines of their own
+      (the form Qwen's Hermes-style templates ask for);
+    - ``"xml"``: the XML style of Qwen3.5 (``function_calls.xml_call_text``).
+
+    JSON is written with ``json.dumps(..., ensure_ascii=False)``.
     """
-    payload = json.dumps({"name": call.name, "parameters": call.parameters}, ensure_ascii=False)
-    return f"{THINK_OPEN}{thinking}{THINK_CLOSE}\n<tool>{payload}</tool>"
+    if style == "xml":
+        written = xml_call_text(call.name, call.parameters)
+    elif style == "json":
+        written = "<tool_call>\n" + json.dumps({"name": call.name, "arguments": call.parameters},
+                                                ensure_ascii=False) + "\n</tool_call>"
+    else:
+        written = "<tool>" + json.dumps({"name": call.name, "parameters": call.parameters}, ensure_ascii=False) + "</tool>"
+    return f"{THINK_OPEN}{thinking}{THINK_CLOSE}\n{written}"
 
 
 # ---------------------------------------------------------------- helpers

@@ -45,6 +45,7 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "truncated": ("limit",),
         "bad_json": ("detail",),
         "bad_call": ("detail",),
+        "bad_function_call": ("detail",),
         "unknown_tool": ("name", "tools"),
         "name_corrected": ("raw", "name"),
         "ignored_calls": ("count",),
@@ -66,6 +67,7 @@ FEEDBACK_FIELDS: dict[str, frozenset[str]] = {
         "empty_examine_list": (),
         "phrase_already_used": ("phrase", "used"),
         "segment_result": ("count", "phrase"),
+        "dense_tiles": ("count", "places"),
         "phrase_cut": ("limit", "phrase", "read"),
         "segment_zero": ("phrase", "used"),
         "examine_result": ("kept", "total"),
@@ -182,32 +184,43 @@ def load_prompts(folder: Path | None = None) -> Prompts:
         if not text:
             raise PromptError(f"{path} is empty; it must hold the system prompt")
 
-    feedback: dict[str, str] = {}
-    for key, value in table.items():
-        if not isinstance(value, str):
-            raise PromptError(f"{feedback_path}: {key!r} must be a string, not {type(value).__name__}")
-        feedback[key] = value
+    feedback = checked_feedback(table, feedback_path)
     missing = sorted(set(FEEDBACK_FIELDS) - set(feedback))
     if missing:
         raise PromptError(
             f"{feedback_path} lacks the key(s) {', '.join(missing)}; every key of FEEDBACK_FIELDS is required"
         )
+    logger.debug("loaded prompts from %s (%d feedback texts)", folder, len(feedback))
+    return Prompts(main_system, verify_system, feedback, feedback_source)
+
+
+def checked_feedback(table: dict[str, Any], path: Path) -> dict[str, str]:
+    """The feedback texts of a TOML table read from ``path``, each checked: a string, a valid ``str.format``
+    template using only the fields the code fills in for its key.
+
+    Raises:
+        PromptError: naming ``path`` and the key at fault.
+    """
+    feedback: dict[str, str] = {}
+    for key, value in table.items():
+        if not isinstance(value, str):
+            raise PromptError(f"{path}: {key!r} must be a string, not {type(value).__name__}")
+        feedback[key] = value
     for key, template in feedback.items():
         try:
             used = template_fields(template)
         except ValueError as exc:
             raise PromptError(
-                f"{feedback_path}: {key!r} is not a valid template ({exc}); write literal braces as {{{{ and }}}}"
+                f"{path}: {key!r} is not a valid template ({exc}); write literal braces as {{{{ and }}}}"
             ) from exc
         unknown = used - FEEDBACK_FIELDS.get(key, used)
         if unknown:
             allowed = ", ".join(sorted(FEEDBACK_FIELDS[key])) or "none"
             raise PromptError(
-                f"{feedback_path}: {key!r} uses the field(s) {', '.join(sorted(unknown))}, "
+                f"{path}: {key!r} uses the field(s) {', '.join(sorted(unknown))}, "
                 f"but only these are filled in: {allowed}"
             )
-    logger.debug("loaded prompts from %s (%d feedback texts)", folder, len(feedback))
-    return Prompts(main_system, verify_system, feedback, feedback_source)
+    return feedback
 
 
 def _read_text(path: Path) -> str:

@@ -7,19 +7,25 @@
   with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; the system prompt keeps all its guidance but
   its "How to reply" section says to call the functions, and its examples are written in that form.
 
-The parser reads both forms with the same rules (``parsing``), so only the prompt and the schema differ.
+The parser reads every form with the same rules (``parsing``): Qwen3-VL's ``<tool_call>`` JSON and the XML style
+Qwen3.5 / Qwen3.6 are trained to write (``function_calls``). In the native format the feedback texts that spell the
+reference syntax are those of ``prompts/native_feedback.toml`` (``native_prompts``), and a call is stored in the
+conversation in the form the model wrote it (``Agent.in_own_style``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import tomllib
+from dataclasses import replace
 from typing import Any, Literal
 
 from ..errors import InputError
 from ..package_files import PROMPTS_DIR
 from ..vlm.base import VLM
-from .prompts import PromptError
+from .parsing import ParsedResponse, format_response
+from .prompts import PromptError, Prompts, checked_feedback
 from .tool_specs import TOOL_SPECS, ToolSpec
 
 ToolFormat = Literal["reference", "native"]
@@ -28,6 +34,7 @@ DEFAULT_TOOL_FORMAT: ToolFormat = "reference"
 
 REPLY_HEADING = "# How to reply"
 NATIVE_REPLY_FILE = "native_reply.md"  # in prompts/: what the native prompt says instead of the reply section
+NATIVE_FEEDBACK_FILE = "native_feedback.toml"  # in prompts/: the feedback texts that differ in the native format
 
 
 _JSON_TYPES = {"string": {"type": "string"}, "array<integer>": {"type": "array", "items": {"type": ["integer", "string"]}},
@@ -76,6 +83,37 @@ def native_system_prompt(main_system: str) -> str:
     reply = (PROMPTS_DIR / NATIVE_REPLY_FILE).read_text(encoding="utf-8").strip()
     text = main_system[:start] + reply + "\n\n" + main_system[end:]
     return _EXAMPLE.sub(_native_example, text)
+
+
+def native_prompts(prompts: Prompts) -> Prompts:
+    """``prompts`` with the feedback texts of ``prompts/native_feedback.toml`` in place of the reference ones (those
+    that spell the ``<tool>`` syntax); the file's text joins the fingerprint ``Prompts.hashes`` records.
+
+    Raises:
+        PromptError: the file is missing, not valid TOML, names a key the code does not use, or a text uses a field
+            the code does not fill in for its key.
+    """
+    path = PROMPTS_DIR / NATIVE_FEEDBACK_FILE
+    try:
+        source = path.read_text(encoding="utf-8")
+        table = tomllib.loads(source)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise PromptError(f"cannot read {path}: {exc}") from exc
+    unknown = sorted(set(table) - set(prompts.feedback))
+    if unknown:
+        raise PromptError(f"{path} names feedback texts the code does not use: {', '.join(unknown)}")
+    feedback = {**prompts.feedback, **checked_feedback(table, path)}
+    base = prompts.feedback_source or json.dumps(prompts.feedback, sort_keys=True, ensure_ascii=False)
+    return Prompts(prompts.main_system, prompts.verify_system, feedback, base + "\n" + source)
+
+
+def in_own_style(parsed: ParsedResponse, tool_format: ToolFormat) -> ParsedResponse:
+    """``parsed`` with its call stored as the run's format asks: the reference ``<tool>`` form (``parsed.stored_text``),
+    or in the native format the form the model wrote (``<tool_call>`` JSON, or Qwen3.5's XML style), so that the
+    conversation never shows the model a call written in a form it was not told to use."""
+    if tool_format == "reference" or parsed.call is None:
+        return parsed
+    return replace(parsed, stored_text=format_response(parsed.thinking, parsed.call, parsed.form))
 
 
 def with_tools(vlm: VLM, schemas: list[dict[str, Any]]) -> VLM:

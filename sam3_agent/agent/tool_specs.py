@@ -39,17 +39,18 @@ class ToolSpec:
     def required_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters if p.required)
 
-    def schema_text(self) -> str:
+    def schema_text(self, arguments_key: str = "parameters") -> str:
         """A one-line JSON example of a call, used in feedback messages; with optional parameters, the call
-        without them, ``or`` the call with them."""
+        without them, ``or`` the call with them. ``arguments_key``: ``"parameters"`` (the reference format's word) or
+        ``"arguments"`` (the function-calling word of the native format)."""
         required = tuple(p for p in self.parameters if p.required)
         forms = [required] + ([self.parameters] if len(required) < len(self.parameters) else [])
-        return " or ".join(self._call_text(form) for form in forms)
+        return " or ".join(self._call_text(form, arguments_key) for form in forms)
 
-    def _call_text(self, parameters: tuple[ParameterSpec, ...]) -> str:
+    def _call_text(self, parameters: tuple[ParameterSpec, ...], arguments_key: str) -> str:
         example = {"string": '"..."', "boolean": "true"}
         params = ", ".join(f'"{p.name}": ' + example.get(p.json_type, "[1, 2]") for p in parameters)
-        return f'{{"name": "{self.name}", "parameters": {{{params}}}}}'
+        return f'{{"name": "{self.name}", "{arguments_key}": {{{params}}}}}'
 
 
 TOOL_SPECS: dict[str, ToolSpec] = {

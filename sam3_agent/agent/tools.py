@@ -18,7 +18,9 @@ from typing import Any
 from PIL import Image
 
 from ..events import Event
+from ..imaging.legibility import DEFAULT_BOUNDS, PixelBounds
 from ..imaging.postprocess import postprocess_masks
+from ..imaging.tiles import TILE_PLACES, shows_tiles
 from ..imaging.views import MaskView, view_part
 from ..limits import VERIFY_GROUP_SIZE
 from ..mask_set import Masks
@@ -95,9 +97,9 @@ def _quoted(phrases: Sequence[str]) -> str:
     return ", ".join(f'"{p}"' for p in phrases)
 
 
-def check_parameters(call: ToolCall) -> None:
+def check_parameters(call: ToolCall, arguments_key: str = "parameters") -> None:
     """Check a call's parameters against ``TOOL_SPECS``: the required ones present, no extras, right JSON types,
-    not empty.
+    not empty. The feedback shows the right call with ``arguments_key`` (``ToolSpec.schema_text``).
 
     Mask-number lists are only checked for being present here; ``check_mask_numbers`` checks them.
 
@@ -105,7 +107,7 @@ def check_parameters(call: ToolCall) -> None:
         CallError: ``missing_parameter``, ``extra_parameter``, ``wrong_type`` or ``empty_parameter``.
     """
     spec = TOOL_SPECS[call.name]
-    schema = spec.schema_text()
+    schema = spec.schema_text(arguments_key)
     for parameter in spec.parameters:
         if parameter.required and parameter.name not in call.parameters:
             raise CallError("missing_parameter", tool=call.name, parameter=parameter.name, schema=schema)
@@ -191,13 +193,19 @@ class Tools:
         prompts: prompt and feedback texts.
         config: the run's limits; the tools read its SAM 3 score and overlap thresholds and its verification
             token budget and batch size (default: ``AgentConfig()``).
+        view_bounds: the main VLM's pixel bounds (``ImageLimits.pixel_bounds``): overlays and tiles size their
+            labels for the size it sees them at, and record the bounds in their recipes.
+        verify_bounds: the verifier's pixel bounds: its views are drawn at the size its processor uses.
     """
 
-    def __init__(self, segmenter: Segmenter, verifier: VLM, prompts: Prompts, config: AgentConfig | None = None) -> None:
+    def __init__(self, segmenter: Segmenter, verifier: VLM, prompts: Prompts, config: AgentConfig | None = None,
+                 view_bounds: PixelBounds = DEFAULT_BOUNDS, verify_bounds: PixelBounds = DEFAULT_BOUNDS) -> None:
         self.segmenter = segmenter
         self.verifier = verifier
         self.prompts = prompts
         self.config = config or AgentConfig()
+        self.view_bounds = view_bounds
+        self.verify_bounds = verify_bounds
 
     # ------------------------------------------------------------------ dispatch
 
@@ -213,7 +221,7 @@ class Tools:
         try:
             if call.name not in TOOL_SPECS:  # the parser only returns known names; guard anyway
                 raise CallError("unknown_tool", name=call.raw_name or call.name, tools=", ".join(TOOL_SPECS))
-            check_parameters(call)
+            check_parameters(call, "arguments" if self.config.tool_format == "native" else "parameters")
             if call.name == "segment_phrase":
                 return self._segment_phrase(call.parameters["text_prompt"], state, round_index)
             if call.name == "examine_each_mask":
@@ -269,11 +277,24 @@ class Tools:
             text = note + self.prompts.format("segment_zero", phrase=phrase, used=_quoted([*used, phrase]))
             reply = Message("user", (TextPart(text),))
             return ToolOutcome(ToolResult(reply, masks, summary=f"0 masks for '{phrase}'"), starts_masks=True)
-        overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, masks))
         text = note + self.prompts.format("segment_result", count=len(masks), phrase=phrase)
-        reply = Message("user", (TextPart(text), overlay))
+        tiles_note, views = self._views(state.image, masks, round_index)
+        reply = Message("user", (TextPart(text + tiles_note), *views))
         summary = f"{len(masks)} mask(s) for '{phrase}'"
         return ToolOutcome(ToolResult(reply, masks, summary=summary), starts_masks=True)
+
+    def _views(self, image: Image.Image, masks: Masks, round_index: int) -> tuple[str, tuple[ImagePart, ...]]:
+        """The images that show ``masks`` to the model, drawn for the main VLM's pixel bounds: the numbered overlay
+        and, for a dense set (``imaging.tiles.shows_tiles``), its four tiles after it; and the note (``""`` without
+        tiles) that the reply's text ends with to say what the tiles are."""
+        bounds = self.view_bounds
+        overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", image, masks, bounds=bounds))
+        if not shows_tiles(image.width, image.height, len(masks), bounds):
+            return "", (overlay,)
+        note = self.prompts.format("dense_tiles", count=len(TILE_PLACES), places=", ".join(TILE_PLACES))
+        tiles = tuple(view_part(f"round{round_index}_tile{t + 1}", MaskView("tile", image, masks, tile=t, bounds=bounds))
+                      for t in range(len(TILE_PLACES)))
+        return "\n\n" + note, (overlay, *tiles)
 
     def _phrase_cut_note(self, phrase: str) -> str:
         """The note (ending in a blank line) telling the model what SAM 3 read of a phrase too long for its text
@@ -306,6 +327,7 @@ class Tools:
             stop=stop,
             batch_size=self.config.verify_batch_size,
             numbers=named,
+            bounds=self.verify_bounds,
         )
         by_number = {v.mask_number: v for v in verdicts}
         kept = [n for n in range(1, len(masks) + 1) if n not in by_number or by_number[n].verdict == "accept"]
@@ -320,10 +342,8 @@ class Tools:
             groups = len({v.group for v in verdicts})
             text += "\n" + self.prompts.format("examine_in_groups", size=VERIFY_GROUP_SIZE, groups=groups)
             summary += f"; checked in {groups} group(s) of up to {VERIFY_GROUP_SIZE}"
-        parts: tuple[TextPart | ImagePart, ...] = (TextPart(text),)
-        if kept:
-            parts += (view_part(f"round{round_index}_overlay", MaskView("overlay", state.image, survivors)),)
-        reply = Message("user", parts)
+        tiles_note, views = self._views(state.image, survivors, round_index) if kept else ("", ())
+        reply = Message("user", (TextPart(text + tiles_note), *views))
         return ToolOutcome(ToolResult(reply, survivors, verdicts=tuple(verdicts), summary=summary))
 
     def _examine_text(

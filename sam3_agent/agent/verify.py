@@ -28,6 +28,7 @@ from PIL import Image
 
 from ..errors import BackendError
 from ..events import Event, MaskVerdictReady
+from ..imaging.legibility import DEFAULT_BOUNDS, PixelBounds
 from ..imaging.views import MaskView, view_part
 from ..mask_set import Masks
 from ..messages import Generation, ImagePart, Message, TextPart
@@ -112,6 +113,7 @@ def verify_masks(
     stop: threading.Event | None = None,
     batch_size: int = 1,
     numbers: Sequence[int] | None = None,
+    bounds: PixelBounds = DEFAULT_BOUNDS,
 ) -> Generator[Event, None, list[MaskVerdict]]:
     """Verify every mask (or the masks ``numbers``) in order; yields a ``MaskVerdictReady`` per mask verified and
     returns their verdicts.
@@ -135,6 +137,7 @@ def verify_masks(
         batch_size: most masks per batch (>= 1).
         numbers: the 1-based numbers of the masks to verify, ascending, each once (``None``: all N); the batches
             are made of these masks alone, and each verdict keeps its mask's number in ``masks``.
+        bounds: the verifier's pixel bounds: each mask's views are drawn at the size its processor uses.
 
     Raises:
         RunCancelled: when ``stop`` is set.
@@ -151,22 +154,25 @@ def verify_masks(
             raise RunCancelled()
         chunk = todo[start:start + batch_size]
         if batch_size == 1:
-            batch = [_verify_one(vlm, prompts, image, query, masks, round_index, chunk[0], max_new_tokens, stop)]
+            batch = [_verify_one(vlm, prompts, image, query, masks, round_index, chunk[0], max_new_tokens, stop,
+                                 bounds)]
         else:
-            batch = _verify_batch(vlm, prompts, image, query, masks, round_index, chunk, max_new_tokens, stop)
+            batch = _verify_batch(vlm, prompts, image, query, masks, round_index, chunk, max_new_tokens, stop,
+                                  bounds)
         for result in batch:
             verdicts.append(result)
             yield MaskVerdictReady(round_index, result, len(masks))
     return verdicts
 
 
-def _views(image: Image.Image, masks: Masks, round_index: int, number: int) -> tuple[ImagePart, ImagePart]:
+def _views(image: Image.Image, masks: Masks, round_index: int, number: int,
+           bounds: PixelBounds) -> tuple[ImagePart, ImagePart]:
     """The locate view and close-up of mask ``number``, as derived parts: the trace keeps their recipes, and
     their pixels live only while something reads them (``messages.RENDERED_VIEWS``)."""
     index = number - 1
     return (
-        view_part(f"round{round_index}_mask{number}_view", MaskView("locate", image, masks, index)),
-        view_part(f"round{round_index}_mask{number}_zoom", MaskView("closeup", image, masks, index)),
+        view_part(f"round{round_index}_mask{number}_view", MaskView("locate", image, masks, index, bounds=bounds)),
+        view_part(f"round{round_index}_mask{number}_zoom", MaskView("closeup", image, masks, index, bounds=bounds)),
     )
 
 
@@ -189,10 +195,10 @@ def _verdict(
 
 def _verify_one(
     vlm: VLM, prompts: Prompts, image: Image.Image, query: str, masks: Masks, round_index: int, number: int,
-    max_new_tokens: int | None, stop: threading.Event | None,
+    max_new_tokens: int | None, stop: threading.Event | None, bounds: PixelBounds,
 ) -> MaskVerdict:
     started = time.perf_counter()
-    views = _views(image, masks, round_index, number)
+    views = _views(image, masks, round_index, number, bounds)
     conversation = verification_messages(prompts, image, query, views[0], views[1], number)
     outputs: list[Generation] = []
     try:
@@ -226,10 +232,10 @@ def _error_verdict(
 
 def _verify_batch(
     vlm: VLM, prompts: Prompts, image: Image.Image, query: str, masks: Masks, round_index: int, numbers: list[int],
-    max_new_tokens: int | None, stop: threading.Event | None,
+    max_new_tokens: int | None, stop: threading.Event | None, bounds: PixelBounds,
 ) -> list[MaskVerdict]:
     started = time.perf_counter()
-    views = [_views(image, masks, round_index, n) for n in numbers]
+    views = [_views(image, masks, round_index, n, bounds) for n in numbers]
     conversations = [verification_messages(prompts, image, query, v[0], v[1], n) for n, v in zip(numbers, views)]
     try:
         firsts = generate_each(vlm, conversations, max_new_tokens=max_new_tokens, stop=stop)
@@ -244,6 +250,7 @@ def _verify_batch(
             logger.warning("verification of mask %d failed: %s", numbers[0], fault)
             return [_error_verdict(numbers[0], [], views[0], time.perf_counter() - started, str(fault))]
         logger.warning("a batch of %d verifications failed (%s); verifying them one by one", len(numbers), fault)
-        return [_verify_one(vlm, prompts, image, query, masks, round_index, n, max_new_tokens, stop) for n in numbers]
+        return [_verify_one(vlm, prompts, image, query, masks, round_index, n, max_new_tokens, stop, bounds)
+                for n in numbers]
     share = (time.perf_counter() - started) / len(numbers)
     return [_verdict(n, o, v, share) for n, o, v in zip(numbers, outputs, views)]

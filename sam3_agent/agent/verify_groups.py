@@ -21,6 +21,7 @@ from PIL import Image
 
 from ..errors import BackendError
 from ..events import Event, MaskVerdictReady
+from ..imaging.legibility import DEFAULT_BOUNDS, PixelBounds
 from ..imaging.views import MaskView, view_part
 from ..limits import VERIFY_GROUP_SIZE
 from ..mask_set import Masks
@@ -103,13 +104,15 @@ def verify_in_groups(
     batch_size: int = 1,
     numbers: Sequence[int] | None = None,
     group_size: int = VERIFY_GROUP_SIZE,
+    bounds: PixelBounds = DEFAULT_BOUNDS,
 ) -> Generator[Event, None, list[MaskVerdict]]:
     """Verify every mask (or the masks ``numbers``, ascending) in groups of ``group_size``; yields a
     ``MaskVerdictReady`` per mask (in mask order, when its batch of groups completes) and returns the verdicts.
 
     Each verdict's ``mask_view`` is its group's view (one ``ImagePart`` shared by the group), ``zoom_view`` is
     ``None``, ``group`` the group's numbers, ``outputs`` the group call's outputs, and ``seconds`` an equal share of
-    its batch's wall time.
+    its batch's wall time. ``bounds``: the verifier's pixel bounds (the group views are drawn at the size its
+    processor uses).
 
     Raises:
         RunCancelled: when ``stop`` is set.
@@ -126,24 +129,24 @@ def verify_in_groups(
         if stop is not None and stop.is_set():
             raise RunCancelled()
         for result in _verify_batch(vlm, prompts, image, query, masks, round_index, groups[start:start + batch_size],
-                                    max_new_tokens, stop):
+                                    max_new_tokens, stop, bounds):
             verdicts.append(result)
             yield MaskVerdictReady(round_index, result, len(masks))
     return verdicts
 
 
-def _view(image: Image.Image, masks: Masks, round_index: int, group: tuple[int, ...]) -> ImagePart:
+def _view(image: Image.Image, masks: Masks, round_index: int, group: tuple[int, ...], bounds: PixelBounds) -> ImagePart:
     """The group's view as a derived part (the trace keeps its recipe)."""
-    recipe = MaskView("group", image, masks, indices=tuple(n - 1 for n in group))
+    recipe = MaskView("group", image, masks, bounds=bounds, indices=tuple(n - 1 for n in group))
     return view_part(f"round{round_index}_group{group[0]}", recipe)
 
 
 def _verify_batch(
     vlm: VLM, prompts: Prompts, image: Image.Image, query: str, masks: Masks, round_index: int,
-    groups: list[tuple[int, ...]], max_new_tokens: int | None, stop: threading.Event | None,
+    groups: list[tuple[int, ...]], max_new_tokens: int | None, stop: threading.Event | None, bounds: PixelBounds,
 ) -> list[MaskVerdict]:
     started = time.perf_counter()
-    views = [_view(image, masks, round_index, g) for g in groups]
+    views = [_view(image, masks, round_index, g, bounds) for g in groups]
     conversations = [group_messages(prompts, image, query, v, g) for g, v in zip(groups, views)]
     try:
         firsts = [checked_generation(g) for g in generate_each(vlm, conversations, max_new_tokens=max_new_tokens, stop=stop)]
@@ -163,7 +166,7 @@ def _verify_batch(
         if len(groups) > 1:  # find the group(s) that fail: one by one, each failure recorded on its own
             logger.warning("a batch of %d group verifications failed (%s); verifying them one by one", len(groups), fault)
             return [v for g in groups for v in _verify_batch(vlm, prompts, image, query, masks, round_index, [g],
-                                                             max_new_tokens, stop)]
+                                                             max_new_tokens, stop, bounds)]
         logger.warning("verification of masks %s failed: %s", numbers_text(groups[0]), fault)
         share = (time.perf_counter() - started) / len(groups[0])
         return [MaskVerdict(mask_number=n, verdict="accept", source="error", outputs=(), mask_view=views[0],

@@ -2,8 +2,9 @@
 outside the models (``python -m sam3_agent.bench.nonmodel``) and batch throughput (``python -m
 sam3_agent.bench.batch``) and how legible the overlay's numbers are at 10 to 200 masks (``python -m
 sam3_agent.bench.labels``), the bytes the Run tab streams for a long reasoning (``python -m
-sam3_agent.bench.streaming``) and the VLM tokens of a run against the reference's (``python -m
-sam3_agent.bench.tokens``, counted by ``token_count``).
+sam3_agent.bench.streaming``), the fast path against plain ``generate`` on each tiny model family (``python -m
+sam3_agent.bench.families``, over ``run``'s scripted run) and the VLM tokens of a run against the reference's
+(``python -m sam3_agent.bench.tokens``, counted by ``token_count``).
 
 The speed benchmark (``__main__``) runs a fixed scripted run (segment_phrase twice, examine_each_mask over 6
 masks, select_masks_and_return) on a real photo, once with every optimisation off and once with all on, in one

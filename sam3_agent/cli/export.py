@@ -1,8 +1,9 @@
 """``export``: the corrected masks of a saved run, ``python -m sam3_agent export TRACE --coco out.json
-[--png-dir DIR] [--bundle out.zip]``.
+[--coco-polygons out.json] [--yolo DIR] [--png-dir DIR] [--bundle out.zip]``.
 
-Writes the agent's answer with the hand edits recorded in the trace applied, as COCO JSON, one PNG per mask,
-and/or a bundle .zip; TRACE is a trace folder, its trace.json, a trace .zip or a bundle .zip.
+Writes the agent's answer with the hand edits recorded in the trace applied, as COCO JSON (RLE or polygon masks),
+YOLO segmentation labels, one PNG per mask and/or a bundle .zip; TRACE is a trace folder, its trace.json, a trace
+.zip or a bundle .zip.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from ..errors import EXIT_INPUT, EXIT_OK, InputError, Sam3AgentError
 
 
 def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    """``export``: the corrected masks of a saved trace or bundle as COCO JSON, PNGs and/or a bundle."""
+    """``export``: the corrected masks of a saved trace or bundle as COCO JSON (RLE or polygons), YOLO labels, PNGs
+    and/or a bundle."""
     from ..correct.edits import EditState
     from ..correct.export import (
         coco_document,
@@ -25,9 +27,12 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
         write_coco,
         write_mask_pngs,
     )
+    from ..correct.polygons import polygon_document
+    from ..correct.yolo import write_yolo
 
-    if not (args.coco or args.png_dir or args.bundle):
-        stderr.write("error: nothing to write: give --coco FILE, --png-dir DIR and/or --bundle FILE\n")
+    if not (args.coco or args.coco_polygons or args.yolo or args.png_dir or args.bundle):
+        stderr.write("error: nothing to write: give --coco FILE, --coco-polygons FILE, --yolo DIR, --png-dir DIR "
+                     "and/or --bundle FILE\n")
         return EXIT_INPUT
     def writing(flag: str, path: str, write: Callable[[], Any]) -> Any:
         try:
@@ -44,9 +49,16 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
         items = state.corrected_items()
         width, height = trace.image.size
         written = []
+        document = coco_document(items, width, height, file_name=coco_file_name(trace))
         if args.coco:
-            document = coco_document(items, width, height, file_name=coco_file_name(trace))
             written.append(writing("--coco", args.coco, lambda: write_coco(document, args.coco)))
+        if args.coco_polygons:
+            polygons = polygon_document(document)
+            written.append(writing("--coco-polygons", args.coco_polygons,
+                                   lambda: write_coco(polygons, args.coco_polygons)))
+        if args.yolo:
+            photo = trace.image.convert("RGB")
+            written.append(writing("--yolo", args.yolo, lambda: write_yolo(document, {1: photo}, args.yolo)))
         if args.png_dir:
             pngs = writing("--png-dir", args.png_dir, lambda: write_mask_pngs(items, args.png_dir))
             written.append(f"{len(pngs)} PNG(s) in {args.png_dir}")

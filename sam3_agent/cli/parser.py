@@ -22,9 +22,14 @@ def build_parser(prog: str = "python -m sam3_agent") -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, help="output folder (created if needed)")
     add_model_arguments(run)
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, PNGs, bundle)")
+    export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, polygons, YOLO, PNGs, "
+                                                "bundle)")
     export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
-    export.add_argument("--coco", help="COCO instance-segmentation JSON file to write")
+    export.add_argument("--coco", help="COCO instance-segmentation JSON file to write (RLE masks)")
+    export.add_argument("--coco-polygons", metavar="FILE",
+                        help="COCO instance-segmentation JSON file to write with polygon masks (holes cut in)")
+    export.add_argument("--yolo", metavar="DIR",
+                        help="folder for YOLO segmentation labels: data.yaml, images/ and labels/ (Ultralytics layout)")
     export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
     export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
     export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")

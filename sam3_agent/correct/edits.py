@@ -8,19 +8,21 @@ The agent's answer (``Trace.final_masks``) is never changed. A person's correcti
     corrected = replay(agent's masks, ops[:cursor])
 
 Undo and redo move the cursor; a new edit drops the operations after it. Operations carry every mask they add as
-COCO RLE (a point-prompt refinement stores its RESULT, not only the clicks), so replay needs no model.
+COCO RLE (a point-prompt refinement stores its RESULT, not only the clicks or the box), so replay needs no model.
+The edits SAM 3's point-prompt model makes (clicks, a box) are in ``prompted``.
 
 Masks are addressed by their *index* in the list of items: the agent's masks first (0..N-1), then each added mask
 in turn. Items are never removed: deleting one marks it deleted, so indices stay stable (undo restores it). The UI
 shows item ``i`` as mask number ``i + 1``.
 
 Decisions for bad input (what an annotator expects):
-- clicks outside the image raise ``InputError`` (a click off the image is a slip); brush strokes running over the
-  edge are clipped with a logged warning, and a stroke with no pixel inside the image raises ``InputError``;
+- clicks outside the image, and boxes with no area or reaching outside it, raise ``InputError`` (a click off the
+  image is a slip); brush strokes running over the edge are clipped with a logged warning, and a stroke with no
+  pixel inside the image raises ``InputError``;
 - an erase that empties a mask is recorded; the empty mask stays (paint on it again, undo, or delete it) but is left
   out of exports, and ``EditState.notes()`` says so;
-- an edit that cannot apply (unknown index, deleted mask, wrong mask size, empty label, a click result that is
-  empty) raises ``InputError`` and records nothing.
+- an edit that cannot apply (unknown index, deleted mask, wrong mask size, empty label, a click or box result that
+  is empty) raises ``InputError`` and records nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 
 from ..edit_ops import (
     AGENT_ORIGIN,
+    BoxMask,
     BringInMask,
     BrushStroke,
     ClickMask,
@@ -64,7 +67,7 @@ class MaskItem:
         label: exported as the COCO category name; default the query.
         score: SAM 3's detection score while the pixels are SAM 3's (agent masks, masks brought in from a round);
             ``None`` once edited by hand and for hand-made masks.
-        origin: ``"agent"``, ``"round R mask K"``, ``"clicks"`` or ``"brush"``.
+        origin: ``"agent"``, ``"round R mask K"``, ``"clicks"``, ``"box"`` or ``"brush"``.
         on: False when hidden.
         deleted: True when deleted.
         edited: True when its pixels were changed (or made) by hand.
@@ -103,7 +106,8 @@ def items_from_masks(masks: Masks | None, label: str) -> tuple[MaskItem, ...]:
 # ------------------------------------------------------------------ applying operations
 
 
-def _target(items: Sequence[MaskItem], index: Any) -> MaskItem:
+def live_item(items: Sequence[MaskItem], index: Any) -> MaskItem:
+    """Item ``index`` of ``items``, which an edit may change. Raises InputError for an unknown or deleted mask."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(items):
         raise InputError(f"there is no mask {index + 1 if isinstance(index, int) else index!r}: "
                          f"choose one of masks 1..{len(items)}")
@@ -133,22 +137,23 @@ def apply_op(items: Sequence[MaskItem], op: EditOp, height: int, width: int, lab
     """
     out = list(items)
     if isinstance(op, ToggleMask):
-        out[op.index] = dataclasses.replace(_target(items, op.index), on=op.on)
+        out[op.index] = dataclasses.replace(live_item(items, op.index), on=op.on)
     elif isinstance(op, DeleteMask):
-        out[op.index] = dataclasses.replace(_target(items, op.index), deleted=True)
+        out[op.index] = dataclasses.replace(live_item(items, op.index), deleted=True)
     elif isinstance(op, RelabelMask):
         if not op.label.strip():
             raise InputError("a label cannot be empty: type a name for the mask")
-        out[op.index] = dataclasses.replace(_target(items, op.index), label=op.label.strip())
+        out[op.index] = dataclasses.replace(live_item(items, op.index), label=op.label.strip())
     elif isinstance(op, BringInMask):
         mask = _sized(op.mask, height, width, f"mask {op.mask_number} of round {op.round_index}")
         out.append(MaskItem(mask, label, op.score, f"round {op.round_index} mask {op.mask_number}"))
-    elif isinstance(op, ClickMask):
-        mask = _sized(op.mask, height, width, "mask from the clicks")
+    elif isinstance(op, (ClickMask, BoxMask)):
+        origin = "clicks" if isinstance(op, ClickMask) else "box"
+        mask = _sized(op.mask, height, width, f"mask from the {origin}")
         if op.index is None:
-            out.append(MaskItem(mask, label, None, "clicks", edited=True))
+            out.append(MaskItem(mask, label, None, origin, edited=True))
         else:
-            out[op.index] = dataclasses.replace(_target(items, op.index), mask=mask, score=None, edited=True)
+            out[op.index] = dataclasses.replace(live_item(items, op.index), mask=mask, score=None, edited=True)
     elif isinstance(op, BrushStroke):
         stroke = _sized(op.stroke, height, width, "brush stroke")
         if op.index is None:
@@ -156,7 +161,7 @@ def apply_op(items: Sequence[MaskItem], op: EditOp, height: int, width: int, lab
                 raise InputError("select a mask to erase from")
             out.append(MaskItem(stroke, label, None, "brush", edited=True))
         else:
-            item = _target(items, op.index)
+            item = live_item(items, op.index)
             mask = item.mask & ~stroke if op.erase else item.mask | stroke
             out[op.index] = dataclasses.replace(item, mask=mask, score=None, edited=True)
     else:
@@ -271,7 +276,7 @@ class EditState:
 
 def toggle_mask(state: EditState, index: int) -> EditState:
     """Hide a shown mask or show a hidden one. Raises InputError for an unknown or deleted mask."""
-    return state.apply(ToggleMask(index, not _target(state.items, index).on))
+    return state.apply(ToggleMask(index, not live_item(state.items, index).on))
 
 
 def delete_mask(state: EditState, index: int) -> EditState:
@@ -287,7 +292,7 @@ def relabel_mask(state: EditState, index: int, label: str) -> EditState:
     """
     if not isinstance(label, str) or not label.strip():
         raise InputError("a label cannot be empty: type a name for the mask")
-    if _target(state.items, index).label == label.strip():
+    if live_item(state.items, index).label == label.strip():
         return state
     return state.apply(RelabelMask(index, label.strip()))
 
@@ -320,38 +325,6 @@ def bring_in_mask(state: EditState, trace: Trace, round_index: int, mask_number:
             raise InputError(f"mask {mask_number} of round {round_index} is already mask {i + 1}{hint}")
     return state.apply(BringInMask(round_index, mask_number, MaskRle.from_mask(mask),
                                    float(masks.scores[mask_number - 1])))
-
-
-def refine_with_points(
-    state: EditState,
-    index: int | None,
-    image: Any,
-    points: Sequence[tuple[float, float]],
-    labels: Sequence[int],
-    segmenter: Any,
-) -> EditState:
-    """Run SAM 3's point-prompt model on the clicks; its mask replaces mask ``index``, or is added when None.
-
-    Args:
-        state: current state.
-        index: the selected mask, or ``None`` (nothing selected: a new mask).
-        image: the trace's PIL image.
-        points: (x, y) clicks in original-image pixels (x right, y down); labels: 1 positive / 0 negative.
-        segmenter: a ``sam.tracker.PointSegmenter``.
-
-    Raises:
-        InputError: bad clicks (outside the image, no positive one...), unknown/deleted mask, or an empty result.
-        BackendError: the model failed.
-    """
-    if index is not None:
-        _target(state.items, index)
-    result = segmenter.segment_points(image, points, labels)
-    mask = np.asarray(result.mask, dtype=bool)
-    if not mask.any():
-        raise InputError("SAM 3 found no mask at these clicks: click on the object itself, or use the brush")
-    op = ClickMask(index, tuple((float(x), float(y)) for x, y in points), tuple(int(v) for v in labels),
-                   MaskRle.from_mask(mask), float(result.score))
-    return state.apply(op)
 
 
 def paint(state: EditState, index: int | None, stroke: np.ndarray) -> EditState:

@@ -1,7 +1,8 @@
 """The inference engine: local Qwen-VL decoding with prompt-prefix reuse, batching and seeded sampling.
 
 Modules: ``qwen_engine`` (the narrow interface ``QwenEngine``: conversations in, text out; its answers and
-faults in ``decoded``), ``qwen_prepare`` (conversations to model inputs), ``qwen_inputs`` (request encoding,
+faults in ``decoded``), ``qwen_prepare`` (conversations to model inputs; ``qwen_tools``: the native tool format's function schema for a
+chat template that drops it), ``qwen_inputs`` (request encoding,
 each image and text piece once), ``qwen_request`` (a tokenized request with its image spans and 3-D positions),
 ``kv_prefix`` (the prefix KV store), ``qwen_decode`` (the cached, batched decoder), ``row_caches`` (the rows'
 caches, stacked into one batch), ``decoder_thread`` / ``generate_thread`` (the decoder and ``generate`` run in

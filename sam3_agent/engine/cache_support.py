@@ -63,19 +63,27 @@ class CacheSupport:
         decoder: the cached decoder runs this model (prefix reuse and batched decoding); else plain ``generate``.
         hybrid: the cache mixes linear-attention layers in (prefixes are reused only whole: module docstring).
         reason: why the decoder is off, or what it does differently; ``""`` for plain attention caches.
+        cache: what the cache holds, for caches other than attention-only or hybrid (e.g. ``"sliding window + full
+            attention"``); ``None`` for those two.
     """
 
     decoder: bool
     hybrid: bool = False
     reason: str = ""
+    cache: str | None = None
 
     def as_record(self) -> dict[str, Any]:
         """Plain JSON values for a trace's settings."""
-        kind = "hybrid (linear + full attention)" if self.hybrid else "attention"
+        kind = self.cache or ("hybrid (linear + full attention)" if self.hybrid else "attention")
         record: dict[str, Any] = {"path": "cached decoder" if self.decoder else "generate", "cache": kind}
         if self.reason:
             record["reason"] = self.reason
         return record
+
+
+# how a record names each cache layer class transformers builds (others: by their class name)
+_LAYER_NAMES = {"DynamicLayer": "full attention", "DynamicSlidingWindowLayer": "sliding window",
+                "LinearAttentionLayer": "linear attention"}
 
 
 def probe_cache(model: Any) -> CacheSupport:
@@ -83,25 +91,37 @@ def probe_cache(model: Any) -> CacheSupport:
     from transformers import DynamicCache
 
     name = type(model).__name__
-    rope = getattr(getattr(model, "model", None), "get_rope_index", None)
-    if not callable(rope) or getattr(model.config, "image_token_id", None) is None:
-        return CacheSupport(False, reason=f"{name} has no Qwen-VL 3-D position index (get_rope_index) or image "
-                                          "token id: the cached decoder cannot place its tokens")
     try:
         layers = DynamicCache(config=model.config).layers
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # another transformers: do not rely on it
         return CacheSupport(False, reason=_version_note(f"building the cache of {name} failed ({exc})"))
     kinds = {_layer_kind(layer) for layer in layers}
+    hybrid = kinds == {"attention", "linear"}
+    other = None if kinds in ({"attention"}, {"attention", "linear"}) else _described(layers)
+    rope = getattr(getattr(model, "model", None), "get_rope_index", None)
+    if not callable(rope):
+        return CacheSupport(False, hybrid, f"{name} has no Qwen-VL 3-D position index (get_rope_index): the cached "
+                                           "decoder cannot place its tokens", other)
+    if getattr(model.config, "image_token_id", None) is None:
+        return CacheSupport(False, hybrid, f"{name} names no image token (image_token_id): the cached decoder "
+                                           "cannot find its images", other)
     if not layers or None in kinds:
         classes = sorted({type(layer).__name__ for layer in layers if _layer_kind(layer) is None}) or ["none"]
         return CacheSupport(False, reason=_version_note(
-            f"{name}'s cache holds layers the engine does not know ({', '.join(classes)})"))
+            f"{name}'s cache holds layers the engine does not know ({', '.join(classes)})"), cache=other)
     if kinds == {"attention"}:
         return CacheSupport(True)
-    if "attention" not in kinds:
-        return CacheSupport(False, reason=f"{name}'s cache has no attention layer: nothing tracks its length")
+    if not hybrid:
+        return CacheSupport(False, reason=f"{name}'s cache has no attention layer: nothing tracks its length",
+                            cache=other)
     return CacheSupport(True, hybrid=True, reason="hybrid cache (linear attention): prompt prefixes are reused "
                                                   "only whole, as snapshots of the state after them")
+
+
+def _described(layers: list[Any]) -> str:
+    """The layer kinds of a cache in their first order, e.g. ``"sliding window + full attention"`` (``"none"``)."""
+    names = [_LAYER_NAMES.get(type(layer).__name__, type(layer).__name__) for layer in layers]
+    return " + ".join(dict.fromkeys(names)) or "none"
 
 
 def _layer_kind(layer: Any) -> str | None:

@@ -52,7 +52,8 @@ class QwenEngine:
         name: model id or folder (for logs).
         model / processor: the loaded model (eval mode) and its processor.
         device: torch device string the model is on.
-        image_size: pixel bounds given to the image processor (``{"shortest_edge", "longest_edge"}``, pixels).
+        image_size: pixel bounds given to the image processor (``{"shortest_edge", "longest_edge"}``, pixels);
+            ``None``: the processor sizes images its own way (not a Qwen-VL processor: the model runs on ``generate``).
         prefix_cache: reuse computed prompt prefixes and decode batches together (see the module docstring).
         prefix_cache_entries / prefix_cache_bytes: bounds of the prefix store.
         record_output_ids: keep every request's generated token ids (``output_ids()``).
@@ -70,7 +71,7 @@ class QwenEngine:
         processor: Any,
         *,
         device: str,
-        image_size: dict[str, int],
+        image_size: dict[str, int] | None,
         prefix_cache: bool = True,
         prefix_cache_entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
@@ -82,10 +83,10 @@ class QwenEngine:
         self.model = model
         self.processor = processor
         self.device = device
-        self.image_size = dict(image_size)
+        self.image_size = None if image_size is None else dict(image_size)
         self._lock = threading.Lock()
         self.eos_ids, pad = _end_and_pad_ids(model, processor)
-        self.support = _decoding_support(model)
+        self.support = _decoding_support(model, processor, self.image_size is not None)
         log_choice(name, self.support)
         exact = self.support.decoder
         self.prefix_store = (
@@ -106,6 +107,12 @@ class QwenEngine:
         view = copy.copy(self)
         view._requests = self._requests.with_tools(tools)
         return view
+
+    @property
+    def tool_schema(self) -> str | None:
+        """How ``with_tools``' schema reaches the model (``"chat_template"`` or ``"system_turn"``, ``qwen_tools``);
+        ``None`` without tools."""
+        return self._requests.tool_schema
 
     # ------------------------------------------------------------------ counters and caches
 
@@ -262,11 +269,16 @@ class QwenEngine:
                                eos_ids=self.eos_ids, usage=self._usage, name=self.name)
 
 
-def _decoding_support(model: Any) -> CacheSupport:
-    """What the model's cache allows (``probe_cache``), off as well when its generation config needs ``generate``."""
+def _decoding_support(model: Any, processor: Any, sized: bool) -> CacheSupport:
+    """What the model's cache allows (``probe_cache``), off as well when its generation config needs ``generate`` or
+    its processor is not a Qwen-VL one (``sized`` False: no pixel bounds, so no request layout the decoder knows)."""
     support = probe_cache(model)
     if support.decoder and not supports_config(model.generation_config):
         return CacheSupport(False, support.hybrid, "the generation config asks for decoding rules only generate() has")
+    if support.decoder and not sized:
+        name = type(getattr(processor, "image_processor", processor)).__name__
+        return CacheSupport(False, support.hybrid, f"its image processor ({name}) runs without pixel bounds (not a "
+                                                   "Qwen-VL one): the cached decoder cannot lay out its requests")
     return support
 
 

@@ -127,6 +127,16 @@ class TextIds:
             self._chars = 0
 
 
+def takes_pixel_bounds(image_processor: Any) -> bool:
+    """True for a Qwen-VL-style image processor: one that resizes each image to a pixel count between the bounds of
+    its ``size`` (``shortest_edge`` / ``longest_edge``, in pixels, not edge lengths) and merges patches into image
+    tokens (``merge_size``): Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 processors. Other processors (Gemma 3's,
+    LLaVA's...) resize to a size of their own; the engine then leaves their ``size`` alone."""
+    size = getattr(image_processor, "size", None)
+    longest = size.get("longest_edge") if isinstance(size, dict) else getattr(size, "longest_edge", None)
+    return getattr(image_processor, "merge_size", None) is not None and longest is not None
+
+
 def encode_messages(
     processor: Any, chat: list[dict[str, Any]], images: Sequence[Image.Image], size: dict[str, int],
     cache: PreprocessedImages, digests: Sequence[str] | None = None, texts: TextIds | None = None,

@@ -5,12 +5,14 @@ verifier's views).
 - ``draw``: drawing primitives (mask colours, fill, contour, label box, ``DrawStyle``).
 - ``regions``: each mask's pixels over its box, from a bool array or a mask set (RLE), decoded once per view.
 - ``labels``: where each mask's number goes and how big it is drawn, at any count (``overlay_labels``).
-- ``legibility``: the size the VLM sees an image at, and the share of labels it can read (``legible_share``).
+- ``legibility``: the VLM's pixel bounds (``PixelBounds``), the size it sees an image at, and the share of labels it
+  can read (``legible_share``).
 - ``overlay``: the numbered overlay, at full size or shrunk for a page.
+- ``tiles``: a dense set's extra view: the overlay cut into four enlarged, overlapping tiles with the same numbers.
 - ``verify_views``: the verifier's views, drawn at the size the VLM's processor uses: the photo small with one mask
   (locate), the close-up of one mask, the photo with a group of masks numbered (group).
 - ``views``: the single-mask and zoom views of renderers up to 3, and ``MaskView`` (the recipe a trace stores of
-  any view; ``RENDERER_VERSION``).
+  any view, overlay, tiles and the verifier's views included; ``RENDERER_VERSION``).
 
 May import: the ground floor only.
 """

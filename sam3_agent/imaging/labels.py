@@ -12,7 +12,9 @@ Placement (``place_labels``), for any count up to SAM 3's 200 masks per phrase:
 
 Size (``label_style``): the style of ``DrawStyle.for_size``, with the font shrunk for dense sets until all labels
 together cover at most ``LABEL_AREA_SHARE`` of the image, but never below ``MIN_DIGIT_PX_SEEN`` px at the size the
-VLM sees the overlay (``legibility.seen_scale``), and raised to that when the photo is shrunk a lot.
+VLM sees the overlay (``legibility.seen_scale`` under the VLM's ``PixelBounds``), and raised to that when the photo
+is shrunk a lot. A set whose font had to shrink is ``crowded``: the model then also gets the set in enlarged tiles
+(``tiles``).
 
 Hand-written: label placement is a small greedy search over an occupancy map (numpy); no maintained library
 places labels on raster masks (adjustText and the like work on matplotlib text artists, which this renderer
@@ -22,7 +24,7 @@ does not use: it draws with OpenCV).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import cv2
@@ -31,7 +33,7 @@ import numpy as np
 from ..mask_set import Masks
 from .digits import text_size
 from .draw import DrawStyle
-from .legibility import seen_scale
+from .legibility import DEFAULT_BOUNDS, PixelBounds, seen_scale
 from .postprocess import boxes_from_masks
 from .regions import MaskRegions, MaskSource
 
@@ -199,15 +201,17 @@ class LabelPlacement:
     leader: bool
 
 
-def place_labels(regions: MaskRegions, labels: list[int], style: DrawStyle) -> list[LabelPlacement | None]:
+def place_labels(regions: MaskRegions, labels: list[int], style: DrawStyle,
+                 labelled: Sequence[bool] | None = None) -> list[LabelPlacement | None]:
     """The label of each mask of ``regions`` showing ``labels[k]`` (see the module docstring); ``None`` for an
-    empty mask."""
+    empty mask and for a mask whose ``labelled[k]`` is False (default: every mask is labelled)."""
     width, height = regions.width, regions.height
     occupied = _Occupancy(width, height)
     result: list[LabelPlacement | None] = [None] * regions.count
     sizes: dict[int, tuple[int, int]] = {}
     anchors: dict[int, tuple[int, int]] = {}
-    areas = {k: int(regions.box_crop(k).sum()) for k in range(regions.count) if not regions.empty(k)}
+    areas = {k: int(regions.box_crop(k).sum()) for k in range(regions.count)
+             if not regions.empty(k) and (labelled is None or labelled[k])}
     left = []
     for k in sorted(areas, key=lambda k: (areas[k], k)):  # small masks first: they have the fewest places
         tw, th = text_size(str(labels[k]), style.font_scale, style.text_thickness)
@@ -241,22 +245,18 @@ def _regions_of(masks: MaskSource) -> MaskRegions:
     return MaskRegions(masks, height, width, 0)
 
 
-def label_style(width: int, height: int, labels: list[int]) -> DrawStyle:
-    """The style the numbered overlay of a ``width`` x ``height`` photo draws ``labels`` in: ``DrawStyle.for_size``
-    with the font shrunk (by steps of 10 %) while the label boxes together cover more than ``LABEL_AREA_SHARE`` of
-    the image (only for more than ``DENSE_LABELS`` labels), and never below ``MIN_DIGIT_PX_SEEN`` px tall at the
-    VLM's input size (``seen_scale``)."""
+def _scales(width: int, height: int, labels: list[int], bounds: PixelBounds) -> tuple[DrawStyle, bool, float]:
+    """The base style of the image size; whether the labels in the legible font (digits at least
+    ``MIN_DIGIT_PX_SEEN`` px where the VLM sees them) would cover more than ``LABEL_AREA_SHARE`` of the image; and
+    the font scale ``label_style`` draws them in."""
     style = DrawStyle.for_size(width, height)
-    seen = seen_scale(width, height)
-
-    def styled(scale: float) -> DrawStyle:
-        return replace(style, font_scale=scale, text_thickness=max(1, round(1.6 * scale)),
-                       padding=max(1, min(style.padding, round(4 * scale))))
+    seen = seen_scale(width, height, bounds)
 
     def seen_height(scale: float) -> float:
         return text_size("0", scale, max(1, round(1.6 * scale)))[1] * seen
 
-    def covered(candidate: DrawStyle) -> int:
+    def covered(scale: float) -> int:
+        candidate = _styled(style, scale)
         total = 0
         for label in labels:
             tw, th = text_size(str(label), candidate.font_scale, candidate.text_thickness)
@@ -266,10 +266,33 @@ def label_style(width: int, height: int, labels: list[int]) -> DrawStyle:
     scale = style.font_scale
     while seen_height(scale) < MIN_DIGIT_PX_SEEN and scale < 20:
         scale *= 1.1
-    while (len(labels) > DENSE_LABELS and covered(styled(scale)) > LABEL_AREA_SHARE * width * height
-           and seen_height(scale * 0.9) >= MIN_DIGIT_PX_SEEN):
+    room = LABEL_AREA_SHARE * width * height
+    dense = len(labels) > DENSE_LABELS and covered(scale) > room
+    while dense and covered(scale) > room and seen_height(scale * 0.9) >= MIN_DIGIT_PX_SEEN:
         scale *= 0.9
-    return style if scale == style.font_scale else styled(scale)
+    return style, dense, scale
+
+
+def _styled(style: DrawStyle, scale: float) -> DrawStyle:
+    return replace(style, font_scale=scale, text_thickness=max(1, round(1.6 * scale)),
+                   padding=max(1, min(style.padding, round(4 * scale))))
+
+
+def label_style(width: int, height: int, labels: list[int], bounds: PixelBounds = DEFAULT_BOUNDS) -> DrawStyle:
+    """The style the numbered overlay of a ``width`` x ``height`` photo draws ``labels`` in: ``DrawStyle.for_size``
+    with the font shrunk (by steps of 10 %) while the label boxes together cover more than ``LABEL_AREA_SHARE`` of
+    the image (only for more than ``DENSE_LABELS`` labels), and never below ``MIN_DIGIT_PX_SEEN`` px tall at the
+    size a VLM with pixel ``bounds`` sees the image (``seen_scale``)."""
+    style, _, scale = _scales(width, height, labels, bounds)
+    return style if scale == style.font_scale else _styled(style, scale)
+
+
+def crowded(width: int, height: int, count: int, bounds: PixelBounds = DEFAULT_BOUNDS) -> bool:
+    """True when the labels 1..``count`` of a ``width`` x ``height`` overlay lack room: more than ``DENSE_LABELS``
+    of them, which in the legible font (digits ``MIN_DIGIT_PX_SEEN`` px or more where a VLM with pixel ``bounds``
+    sees them) would cover more than ``LABEL_AREA_SHARE`` of the image, so ``label_style`` draws them smaller (down
+    to that floor). Such a set is also shown in enlarged tiles (``tiles``)."""
+    return _scales(width, height, list(range(1, count + 1)), bounds)[1]
 
 
 @dataclass(frozen=True)
@@ -282,25 +305,30 @@ class OverlayLabels:
     digit_height: int
 
 
-def overlay_labels(masks: MaskSource, numbers: list[int] | None = None) -> OverlayLabels:
+def overlay_labels(masks: MaskSource, numbers: list[int] | None = None,
+                   bounds: PixelBounds = DEFAULT_BOUNDS) -> OverlayLabels:
     """Where ``render_numbered_overlay`` puts each mask's label, in the style of ``label_style``.
 
     Args:
         masks: bool (N, H, W), or ``Masks``.
         numbers: the label texts; default ``1..N``.
+        bounds: the pixel bounds of the VLM that will see the overlay.
 
     Raises:
         ValueError: on a non-3-D array or when ``numbers`` has the wrong length.
     """
-    return labels_of_regions(_regions_of(masks), numbers)
+    return labels_of_regions(_regions_of(masks), numbers, bounds)
 
 
-def labels_of_regions(regions: MaskRegions, numbers: list[int] | None = None) -> OverlayLabels:
-    """``overlay_labels`` of masks already held as ``MaskRegions``."""
+def labels_of_regions(regions: MaskRegions, numbers: list[int] | None = None, bounds: PixelBounds = DEFAULT_BOUNDS,
+                      labelled: Sequence[bool] | None = None) -> OverlayLabels:
+    """``overlay_labels`` of masks already held as ``MaskRegions``; only the masks whose ``labelled[k]`` is True
+    get a label (default: all), and only their labels count for the font size."""
     labels = label_numbers(numbers, regions.count)
-    style = label_style(regions.width, regions.height, labels)
+    shown = labels if labelled is None else [label for label, keep in zip(labels, labelled) if keep]
+    style = label_style(regions.width, regions.height, shown, bounds)
     digit_height = text_size("0", style.font_scale, style.text_thickness)[1]
-    return OverlayLabels(place_labels(regions, labels, style), style, digit_height)
+    return OverlayLabels(place_labels(regions, labels, style, labelled), style, digit_height)
 
 
 def label_boxes(masks: MaskSource, numbers: list[int] | None = None) -> list[tuple[int, int, int, int] | None]:

@@ -1,5 +1,6 @@
 """The numbered overlay, what the model sees after each phrase: every mask filled, outlined and numbered, at full
-size (``render_numbered_overlay``) or shrunk for a page (``render_overlay_scaled``)."""
+size (``render_numbered_overlay``) or shrunk for a page (``render_overlay_scaled``); ``draw_numbered`` draws masks
+held as regions (the overlay's, or a tile's: ``tiles``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from .. import rle
 from ..mask_set import Masks
 from .draw import DrawStyle, draw_contour, draw_fill, draw_label, draw_leader, mask_colors
 from .labels import label_numbers, labels_of_regions
+from .legibility import DEFAULT_BOUNDS, PixelBounds
 from .regions import MaskRegions, MaskSource
 
 logger = logging.getLogger(__name__)
@@ -25,7 +27,8 @@ def _as_rgb_array(image: Image.Image) -> np.ndarray:
     return np.array(rgb, dtype=np.uint8)  # a writable copy
 
 
-def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list[int] | None = None) -> Image.Image:
+def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list[int] | None = None,
+                            bounds: PixelBounds = DEFAULT_BOUNDS) -> Image.Image:
     """The image with every mask filled, outlined and numbered (what the model sees).
 
     Mask k (0-based) gets colour ``mask_colors(N)[k]``; fills are blended in order, then all
@@ -38,6 +41,7 @@ def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list
         image: PIL image (converted to RGB if needed), W x H.
         masks: bool (N, H, W) at the image's resolution, or ``Masks`` (each decoded once, box region only kept).
         numbers: the label of each mask; default ``1..N``.
+        bounds: the pixel bounds of the VLM that will see it: the labels are sized for the size it sees.
 
     Returns:
         A new RGB image of the same size; a copy of the image when N = 0.
@@ -48,33 +52,42 @@ def render_numbered_overlay(image: Image.Image, masks: MaskSource, numbers: list
     out = _as_rgb_array(image)
     height, width = out.shape[:2]
     style = DrawStyle.for_size(width, height)
-    _draw_overlay(out, MaskRegions(masks, height, width, style.contour_width + 1), numbers, style)
+    draw_numbered(out, MaskRegions(masks, height, width, style.contour_width + 1), numbers, style, bounds)
     return Image.fromarray(out)
 
 
-def _draw_overlay(out: np.ndarray, regions: MaskRegions, numbers: list[int] | None, style: DrawStyle) -> None:
-    """Fills, then contours, then leader lines, then labels of every mask of ``regions`` on ``out`` (see
-    ``render_numbered_overlay``); outlines in ``style``, labels in the style ``labels.label_style`` picks."""
+def draw_numbered(out: np.ndarray, regions: MaskRegions, numbers: list[int] | None, style: DrawStyle,
+                  bounds: PixelBounds = DEFAULT_BOUNDS, colors: np.ndarray | None = None,
+                  labelled: list[bool] | None = None) -> None:
+    """Fills, then contours, then leader lines, then labels of every mask of ``regions`` on ``out`` (uint8
+    (H, W, 3) RGB, in place; see ``render_numbered_overlay``); outlines in ``style``, labels in the style
+    ``labels.label_style`` picks for ``bounds``.
+
+    Args:
+        numbers: the label of each mask; default ``1..N``.
+        colors: uint8 (N, 3) RGB, one per mask; default ``mask_colors(N)``.
+        labelled: which masks get a label (default: all); the others are filled and outlined only.
+    """
     n = regions.count
     labels = label_numbers(numbers, n)
-    placed = labels_of_regions(regions, labels)
+    placed = labels_of_regions(regions, labels, bounds, labelled)
     if n == 0:
         return
-    colors = mask_colors(n)
-    nonempty = [k for k in range(n) if placed.placements[k] is not None]
+    colors = mask_colors(n) if colors is None else colors
+    nonempty = [k for k in range(n) if not regions.empty(k)]
     for k in nonempty:
         draw_fill(out, regions.box_crop(k), colors[k], regions.boxes[k])
     for k in nonempty:
         crop, (x0, y0, _, _) = regions.region(k)
         draw_contour(out, crop, colors[k], (x0, y0), style.contour_width)
-    for k in nonempty:
-        placement = placed.placements[k]
-        if placement.leader:  # type: ignore[union-attr]
-            draw_leader(out, placement.box, placement.anchor, colors[k], style)  # type: ignore[union-attr]
-    for k in nonempty:
-        draw_label(out, placed.placements[k].box, str(labels[k]), colors[k], placed.style)  # type: ignore[union-attr]
+    shown = [(k, p) for k, p in enumerate(placed.placements) if p is not None]
+    for k, placement in shown:
+        if placement.leader:
+            draw_leader(out, placement.box, placement.anchor, colors[k], style)
+    for k, placement in shown:
+        draw_label(out, placement.box, str(labels[k]), colors[k], placed.style)
     if len(nonempty) < n:
-        logger.warning("render_numbered_overlay: %d empty mask(s) left undrawn", n - len(nonempty))
+        logger.warning("numbered view: %d empty mask(s) left undrawn", n - len(nonempty))
 
 
 def render_overlay_scaled(image: Image.Image, masks: Masks, max_side: int) -> Image.Image:
@@ -113,6 +126,6 @@ def render_overlay_scaled(image: Image.Image, masks: Masks, max_side: int) -> Im
         half = covered >= 128
         windows.append((sx0, sy0, half if half.any() else covered > 0))
     style = DrawStyle.for_size(small_w, small_h)
-    _draw_overlay(out, MaskRegions.from_windows(windows, small_h, small_w, style.contour_width + 1), None, style)
+    draw_numbered(out, MaskRegions.from_windows(windows, small_h, small_w, style.contour_width + 1), None, style)
     return Image.fromarray(out)
 

@@ -1,8 +1,8 @@
 """The views a verifier gets, drawn at the size the VLM's image processor will use, so it resizes nothing and every
 token carries drawn pixels:
 
-- ``render_locate_view``: the whole photo, small (the fewest pixels the processor keeps as they are, about 196
-  tokens), with one mask drawn: where the mask lies. The photo itself goes to the verifier at full size once per
+- ``render_locate_view``: the whole photo, small (``LOCATE_PIXELS``, about 196 tokens), with one mask drawn: where
+  the mask lies. The photo itself goes to the verifier at full size once per
   request, before any mask's views, so a round's verifications share it as a prefix.
 - ``render_closeup_view``: the region around one mask, raw on the left and with the mask drawn on the right, each
   half's longer side ``CLOSEUP_SIDE`` px (small crops enlarged, large ones shrunk), at most about 290 tokens
@@ -10,10 +10,10 @@ token carries drawn pixels:
 - ``render_group_view``: the photo at the size the processor sees it, with several masks drawn and numbered with
   their own numbers (verification in groups).
 
-Sizes follow Qwen-VL's ``smart_resize`` (sides in whole tokens of ``TOKEN_SIDE`` px, pixel count within the default
-bounds of ``limits``); ``processor_size`` repeats it here because imaging sits below ``vlm`` (a test checks that
-the two agree). A backend with other pixel bounds or 28 px tokens resizes these views a little, as it resizes every
-image.
+Sizes follow Qwen-VL's ``smart_resize`` (sides in whole tokens of ``TOKEN_SIDE`` px, pixel count within the
+verifier's ``PixelBounds``, recorded in each view's recipe); ``processor_size`` repeats it here because imaging sits
+below ``vlm`` (a test checks that the two agree). A backend with 28 px tokens (Qwen2.5-VL) resizes these views a
+little, as it resizes every image.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ import numpy as np
 from PIL import Image
 
 from .. import rle
-from ..limits import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
+from ..limits import DEFAULT_MIN_PIXELS
 from ..mask_set import Masks
 from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
+from .legibility import DEFAULT_BOUNDS, PixelBounds
 from .overlay import render_numbered_overlay
 from .regions import MaskRegions
 
@@ -36,14 +37,17 @@ CLOSEUP_SIDE = 384  # px, the longer side of each half of a close-up (the zoom v
 CLOSEUP_SEPARATOR = 4  # px of white between the close-up's halves
 SEPARATOR_COLOR = (255, 255, 255)
 PAD_COLOR = (0, 0, 0)  # what fills a close-up half around a crop of another shape (vlm.image_fit pads likewise)
+# Pixels of a locate view: 448 x 448 for a square photo, 196 tokens; enough to see where a mask lies in the photo,
+# whose details come from the photo itself, sent at full size before the views. (Qwen3-VL's own minimum, 65,536 px,
+# would give 64 tokens: a mask of a crowd would be a few pixels.) Kept within the VLM's bounds.
+LOCATE_PIXELS = DEFAULT_MIN_PIXELS
 
 
-def processor_size(width: int, height: int, min_pixels: int = DEFAULT_MIN_PIXELS,
-                   max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+def processor_size(width: int, height: int, bounds: PixelBounds = DEFAULT_BOUNDS) -> tuple[int, int]:
     """``(width, height)`` a Qwen-VL image processor resizes a ``width`` x ``height`` image to: sides rounded to whole
-    ``TOKEN_SIDE`` px tokens, then scaled (aspect kept) until the pixel count lies in ``[min_pixels, max_pixels]``
+    ``TOKEN_SIDE`` px tokens, then scaled (aspect kept) until the pixel count lies within ``bounds``
     (transformers' ``smart_resize``)."""
-    side = TOKEN_SIDE
+    side, min_pixels, max_pixels = TOKEN_SIDE, bounds.min_pixels, bounds.max_pixels
     h_bar, w_bar = round(height / side) * side, round(width / side) * side
     if h_bar * w_bar > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
@@ -55,12 +59,13 @@ def processor_size(width: int, height: int, min_pixels: int = DEFAULT_MIN_PIXELS
     return w_bar, h_bar
 
 
-def locate_size(width: int, height: int) -> tuple[int, int]:
+def locate_size(width: int, height: int, bounds: PixelBounds = DEFAULT_BOUNDS) -> tuple[int, int]:
     """The size of a locate view of a ``width`` x ``height`` photo: aspect kept, whole tokens, the fewest pixels at
-    or above ``DEFAULT_MIN_PIXELS`` (below it the processor would enlarge the view itself)."""
-    beta = math.sqrt(DEFAULT_MIN_PIXELS / (width * height))
+    or above ``LOCATE_PIXELS`` (brought within ``bounds``), as the processor keeps it."""
+    pixels = min(max(LOCATE_PIXELS, bounds.min_pixels), bounds.max_pixels)
+    beta = math.sqrt(pixels / (width * height))
     return processor_size(math.ceil(width * beta / TOKEN_SIDE) * TOKEN_SIDE,
-                          math.ceil(height * beta / TOKEN_SIDE) * TOKEN_SIDE)
+                          math.ceil(height * beta / TOKEN_SIDE) * TOKEN_SIDE, bounds)
 
 
 def zoom_box(box: np.ndarray, height: int, width: int, margin: float, min_side: int) -> tuple[int, int, int, int]:
@@ -133,36 +138,39 @@ def _scaled_photo(photo: Image.Image, size: tuple[int, int]) -> np.ndarray:
     return np.array(rgb.resize(size, Image.Resampling.BOX if shrink else Image.Resampling.BICUBIC), dtype=np.uint8)
 
 
-def render_locate_view(photo: Image.Image, masks: Masks, index: int) -> Image.Image:
-    """The photo at ``locate_size`` with only mask ``index`` (0-based) filled and outlined in the lone-mask colour.
+def render_locate_view(photo: Image.Image, masks: Masks, index: int,
+                       bounds: PixelBounds = DEFAULT_BOUNDS) -> Image.Image:
+    """The photo at ``locate_size`` (for ``bounds``) with only mask ``index`` (0-based) filled and outlined in the
+    lone-mask colour.
 
     Raises:
         ValueError: masks of another size than the photo, or an index out of range.
     """
     _check(photo, masks, (index,))
-    size = locate_size(photo.width, photo.height)
+    size = locate_size(photo.width, photo.height, bounds)
     out = _scaled_photo(photo, size)
     draw_single(out, _scaled_masks(masks, (index,), size)[0], mask_colors(1)[0])
     return Image.fromarray(out)
 
 
-def closeup_layout(crop_width: int, crop_height: int) -> tuple[tuple[int, int], tuple[int, int]]:
+def closeup_layout(crop_width: int, crop_height: int,
+                   bounds: PixelBounds = DEFAULT_BOUNDS) -> tuple[tuple[int, int], tuple[int, int]]:
     """Where a ``crop_width`` x ``crop_height`` crop goes in a close-up: ``((canvas w, canvas h), (crop w, crop h))``.
 
     The crop is scaled (aspect kept) so its longer side is ``CLOSEUP_SIDE``; the canvas (two halves and the
-    separator) is then given ``processor_size``, and the crop scaled again to fit one half of it (each half is
+    separator) is then given ``processor_size`` under ``bounds``, and the crop scaled again to fit one half of it (each half is
     ``(canvas w - CLOSEUP_SEPARATOR) // 2`` px wide and the canvas high; the crop is centred in it)."""
     scale = CLOSEUP_SIDE / max(crop_width, crop_height)
     natural = (2 * max(1, round(crop_width * scale)) + CLOSEUP_SEPARATOR, max(1, round(crop_height * scale)))
-    canvas = processor_size(*natural)
+    canvas = processor_size(*natural, bounds)
     half = ((canvas[0] - CLOSEUP_SEPARATOR) // 2, canvas[1])
     fit = min(half[0] / crop_width, half[1] / crop_height)
     inner = (max(1, min(half[0], round(crop_width * fit))), max(1, min(half[1], round(crop_height * fit))))
     return canvas, inner
 
 
-def render_closeup_view(photo: Image.Image, masks: Masks, index: int, margin: float = 0.25,
-                        min_side: int = 64) -> Image.Image:
+def render_closeup_view(photo: Image.Image, masks: Masks, index: int, bounds: PixelBounds = DEFAULT_BOUNDS,
+                        margin: float = 0.25, min_side: int = 64) -> Image.Image:
     """The close-up of mask ``index`` (0-based): the region ``zoom_box`` of its tight box (``margin``, ``min_side``)
     raw on the left, with the mask drawn on the right (drawn after scaling, so its outline stays sharp), laid out by
     ``closeup_layout`` on ``PAD_COLOR`` with a ``CLOSEUP_SEPARATOR`` px white separator.
@@ -173,7 +181,7 @@ def render_closeup_view(photo: Image.Image, masks: Masks, index: int, margin: fl
     _check(photo, masks, (index,))
     box = zoom_box(masks.tight_boxes[index], masks.height, masks.width, margin, min_side)
     crop_w, crop_h = box[2] - box[0], box[3] - box[1]
-    (width, height), inner = closeup_layout(crop_w, crop_h)
+    (width, height), inner = closeup_layout(crop_w, crop_h, bounds)
     rgb = photo if photo.mode == "RGB" else photo.convert("RGB")
     crop = np.asarray(rgb.crop(box), dtype=np.uint8)
     shrink = inner[0] < crop_w
@@ -191,9 +199,10 @@ def render_closeup_view(photo: Image.Image, masks: Masks, index: int, margin: fl
     return Image.fromarray(canvas)
 
 
-def render_group_view(photo: Image.Image, masks: Masks, indices: tuple[int, ...]) -> Image.Image:
-    """The photo at ``processor_size`` (the size the VLM sees it at) with masks ``indices`` (0-based) drawn as the
-    numbered overlay draws masks, each labelled with its own number (index + 1).
+def render_group_view(photo: Image.Image, masks: Masks, indices: tuple[int, ...],
+                      bounds: PixelBounds = DEFAULT_BOUNDS) -> Image.Image:
+    """The photo at ``processor_size`` under ``bounds`` (the size the VLM sees it at) with masks ``indices`` (0-based)
+    drawn as the numbered overlay draws masks, each labelled with its own number (index + 1).
 
     Raises:
         ValueError: no index, a repeated one, one out of range, or masks of another size than the photo.
@@ -201,9 +210,9 @@ def render_group_view(photo: Image.Image, masks: Masks, indices: tuple[int, ...]
     _check(photo, masks, indices)
     if not indices or len(set(indices)) != len(indices):
         raise ValueError(f"a group view needs distinct mask indices, got {list(indices)}")
-    size = processor_size(photo.width, photo.height)
+    size = processor_size(photo.width, photo.height, bounds)
     scaled = Image.fromarray(_scaled_photo(photo, size))
-    return render_numbered_overlay(scaled, _scaled_masks(masks, indices, size), [k + 1 for k in indices])
+    return render_numbered_overlay(scaled, _scaled_masks(masks, indices, size), [k + 1 for k in indices], bounds=bounds)
 
 
 def _check(photo: Image.Image, masks: Masks, indices: tuple[int, ...]) -> None:

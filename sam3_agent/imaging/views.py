@@ -1,11 +1,13 @@
 """Per-mask views and the recipes that draw views again: the photo with one mask drawn, the zoomed close-up of one
 mask (the verifier's views until renderer 3, kept so older traces draw as they were), and ``MaskView`` (which view
-of which mask or masks of which set; the verifier's views since renderer 3 are in ``verify_views``).
+of which mask or masks of which set: also the numbered overlay and its tiles, and the verifier's views since
+renderer 4, ``verify_views``, each drawn for the VLM's pixel bounds).
 
 Every view is a pure function of the photo and the masks, so a trace stores ``MaskView`` recipes instead of pixels
 and renders them again, identically, when it is opened (``RENDERER_VERSION`` is recorded with them: change it
-whenever a change in ``imaging`` (``draw``, ``regions``, ``labels``, ``overlay``, this module) changes a single
-pixel).
+whenever a change in ``imaging`` (``draw``, ``digits``, ``regions``, ``labels``, ``overlay``, ``tiles``, this module)
+changes a single pixel). An overlay's, a tile's and a verifier view's recipe also holds the VLM's ``PixelBounds`` it
+was drawn for.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from .. import rle
 from ..mask_set import Masks
 from ..messages import ImagePart, images_equal
 from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
+from .legibility import DEFAULT_BOUNDS, PixelBounds
 from .overlay import render_numbered_overlay
 from .postprocess import boxes_from_masks
 from .regions import MaskRegions, check_masks
+from .tiles import TILE_PLACES, render_tile
 from .verify_views import draw_single, render_closeup_view, render_group_view, render_locate_view, zoom_box
 
 ZOOM_MIN_LONG_SIDE = 384  # zoom crops are upscaled until their longer side reaches this (px)
@@ -31,7 +35,7 @@ ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
 ZOOM_SEPARATOR_COLOR = (255, 255, 255)
 # Recorded in saved traces next to the view recipes. 2: labels placed and sized for any count; 3: digits drawn by
 # imaging.digits (the same pixels on every OpenCV version); 4: the verifier's views drawn at the processor's size
-# (locate, closeup) and the group view (the overlay, mask and zoom views are unchanged).
+# (locate, closeup) and the group view (the overlay, tile, mask and zoom views are unchanged).
 RENDERER_VERSION = 4
 
 
@@ -162,8 +166,8 @@ def render_mask_views(image: Image.Image, masks: Masks, index: int) -> tuple[Ima
     return _views_of(image, masks, index, ("mask", "zoom"))  # type: ignore[return-value]
 
 
-ViewKind = Literal["overlay", "mask", "zoom", "locate", "closeup", "group"]
-VIEW_KINDS: tuple[ViewKind, ...] = ("overlay", "mask", "zoom", "locate", "closeup", "group")
+ViewKind = Literal["overlay", "tile", "mask", "zoom", "locate", "closeup", "group"]
+VIEW_KINDS: tuple[ViewKind, ...] = ("overlay", "tile", "mask", "zoom", "locate", "closeup", "group")
 _ONE_MASK = ("mask", "zoom", "locate", "closeup")  # the kinds that show one mask (an ``index``)
 
 
@@ -172,10 +176,6 @@ def _views_of(
 ) -> tuple[Image.Image, ...]:
     if "overlay" in kinds:
         return (render_numbered_overlay(image, masks),)
-    if kinds == ("locate",):
-        return (render_locate_view(image, masks, index),)  # type: ignore[arg-type]
-    if kinds == ("closeup",):
-        return (render_closeup_view(image, masks, index),)  # type: ignore[arg-type]
     if index is None or not 0 <= index < len(masks):
         raise ValueError(f"mask index {index!r} is out of range for {len(masks)} masks")
     if masks.size != (image.height, image.width):
@@ -196,34 +196,45 @@ def _views_of(
 class MaskView:
     """How to draw one view again from the photo and the masks (a ``messages.DerivedImage``).
 
-    A saved trace stores this recipe (kind, which mask set, which mask or masks) instead of the pixels.
+    A saved trace stores this recipe (kind, which mask set, which mask, masks or tile, the pixel bounds) instead of
+    the pixels.
 
     Attributes:
-        kind: ``"overlay"`` (``render_numbered_overlay`` of every mask, numbered 1..N); of mask ``index``:
+        kind: ``"overlay"`` (``render_numbered_overlay`` of every mask, numbered 1..N), ``"tile"``
+            (``tiles.render_tile``: one enlarged quarter of that overlay, for a dense set); of mask ``index``:
             ``"mask"`` (``render_single_mask``), ``"zoom"`` (``render_zoom_view``), ``"locate"``
             (``verify_views.render_locate_view``) or ``"closeup"`` (``verify_views.render_closeup_view``); or
             ``"group"`` (``verify_views.render_group_view`` of masks ``indices``).
         photo: the raw image (RGB, original resolution).
         masks: the mask set, at the photo's size.
         index: 0-based mask of the one-mask kinds; ``None`` otherwise.
+        tile: 0-based tile (``tiles.TILE_PLACES`` order) for ``"tile"``; ``None`` otherwise.
+        bounds: the pixel bounds of the VLM the view is drawn for (an overlay's or tile's labels are sized for the
+            size that VLM sees; a verifier view is drawn at the size its processor uses); recorded so a saved trace
+            draws the view again identically. The ``"mask"`` and ``"zoom"`` views do not depend on them.
         indices: 0-based masks of a ``"group"`` view, distinct, in the order verified; ``None`` otherwise.
 
     Raises:
-        ValueError: an unknown kind, an index or indices missing or given where the kind takes none, or out of
-            range, or repeated.
+        ValueError: an unknown kind, or an index, indices or tile missing where needed, given where not, out of
+            range or repeated.
     """
 
     kind: ViewKind
     photo: Image.Image
     masks: Masks
     index: int | None = None
+    tile: int | None = None
+    bounds: PixelBounds = DEFAULT_BOUNDS
     indices: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in VIEW_KINDS:
             raise ValueError(f"unknown view kind {self.kind!r}: expected one of {', '.join(VIEW_KINDS)}")
-        if (self.kind in _ONE_MASK) != (self.index is not None):
-            raise ValueError(f"a {self.kind} view {'needs a' if self.kind in _ONE_MASK else 'takes no'} mask index")
+        per_mask = self.kind in _ONE_MASK
+        if per_mask != (self.index is not None):
+            raise ValueError(f"a {self.kind} view {'needs a' if per_mask else 'takes no'} mask index")
+        if (self.kind == "tile") != (self.tile is not None):
+            raise ValueError(f"a {self.kind} view {'needs a' if self.kind == 'tile' else 'takes no'} tile number")
         if (self.kind == "group") != (self.indices is not None):
             raise ValueError(f"a {self.kind} view {'needs' if self.kind == 'group' else 'takes no'} mask indices")
         for k in (self.index,) if self.indices is None else self.indices:
@@ -231,11 +242,23 @@ class MaskView:
                 raise ValueError(f"mask index {k!r} is out of range for {len(self.masks)} masks")
         if self.indices is not None and (not self.indices or len(set(self.indices)) != len(self.indices)):
             raise ValueError(f"a group view needs distinct mask indices, got {list(self.indices)}")
+        if self.tile is not None and not 0 <= self.tile < len(TILE_PLACES):
+            raise ValueError(f"tile {self.tile} is out of range: there are {len(TILE_PLACES)} tiles")
+        if not isinstance(self.bounds, PixelBounds):
+            raise ValueError(f"bounds must be PixelBounds, got {type(self.bounds).__name__}")
 
     def render(self) -> Image.Image:
         """The view's pixels."""
+        if self.kind == "overlay":
+            return render_numbered_overlay(self.photo, self.masks, bounds=self.bounds)
+        if self.kind == "tile":
+            return render_tile(self.photo, self.masks, self.tile, self.bounds)  # type: ignore[arg-type]
+        if self.kind == "locate":
+            return render_locate_view(self.photo, self.masks, self.index, self.bounds)  # type: ignore[arg-type]
+        if self.kind == "closeup":
+            return render_closeup_view(self.photo, self.masks, self.index, self.bounds)  # type: ignore[arg-type]
         if self.kind == "group":
-            return render_group_view(self.photo, self.masks, self.indices)  # type: ignore[arg-type]
+            return render_group_view(self.photo, self.masks, self.indices, self.bounds)  # type: ignore[arg-type]
         return _views_of(self.photo, self.masks, self.index, (self.kind,))[0]
 
     def __eq__(self, other: object) -> bool:
@@ -243,7 +266,9 @@ class MaskView:
             isinstance(other, MaskView)
             and self.kind == other.kind
             and self.index == other.index
+            and self.tile == other.tile
             and self.indices == other.indices
+            and self.bounds == other.bounds
             and self.masks == other.masks
             and (self.photo is other.photo or images_equal(self.photo, other.photo))
         )
@@ -252,8 +277,8 @@ class MaskView:
 
     def __repr__(self) -> str:
         which = "" if self.index is None else f", mask {self.index + 1}"
-        if self.indices is not None:
-            which = ", masks " + ", ".join(str(k + 1) for k in self.indices)
+        which += "" if self.tile is None else f", tile {self.tile + 1} ({TILE_PLACES[self.tile]})"
+        which += "" if self.indices is None else ", masks " + ", ".join(str(k + 1) for k in self.indices)
         return f"MaskView({self.kind}, {self.masks!r}{which})"
 
 

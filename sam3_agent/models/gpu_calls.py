@@ -13,11 +13,14 @@ timings): Qwen3-VL-8B in bfloat16 and SAM 3 in float32 on ZeroGPU's default slic
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..errors import InputError
 from ..limits import DEFAULT_MAX_PIXELS
 from ..messages import Generation, ImagePart, Message, TextPart
 from .zerogpu import register
@@ -66,6 +69,12 @@ def point_seconds() -> float:
     return CALL_START_SECONDS + SAM3_IMAGE_SECONDS + SAM3_POINT_SECONDS
 
 
+def schema_tokens(tools: list[dict[str, Any]] | None) -> int:
+    """An upper estimate of the tokens a function schema adds to a request: its JSON at ``TEXT_CHARS_PER_TOKEN``
+    characters a token (the template's instructions around it are a few dozen more, within the estimate's margin)."""
+    return math.ceil(len(json.dumps(tools, ensure_ascii=False)) / TEXT_CHARS_PER_TOKEN) if tools else 0
+
+
 def token_budget(vlm: Any) -> int:
     """The VLM's own ``max_new_tokens`` per call (``decoding.max_new_tokens`` or ``max_new_tokens``)."""
     decoding = getattr(vlm, "decoding", None)
@@ -92,36 +101,75 @@ class GpuVLM(_Proxy):
     ``prepare(vlm)`` runs in the worker before each call (``presets.cache_system_prompts``: computes the system
     prompts' KV caches once per worker process). ``stop`` never travels to the worker: it is watched here between
     streamed pieces, and closing the stream ends the worker's generation.
+
+    ``with_tools`` (the native tool format) gives a view that sends the function schema with each call, by value (a
+    few kilobytes of JSON); the worker makes the wrapped VLM's own ``with_tools`` view once per schema and keeps it.
     """
+
+    tools: list[dict[str, Any]] | None = None  # the function schema a ``with_tools`` view sends with each call
 
     def __init__(self, vlm: Any, key: str, prepare: Callable[[Any], None] = lambda vlm: None) -> None:
         super().__init__(vlm)
         max_pixels = getattr(getattr(vlm, "image_limits", None), "max_pixels", None) or DEFAULT_MAX_PIXELS
+        views: dict[str, Any] = {}  # in the worker: the VLM's ``with_tools`` view per schema (JSON text)
 
-        def stream_on_worker(messages: Sequence[Message], max_new_tokens: int | None = None) -> Iterator[Any]:
+        def shown(tools: list[dict[str, Any]] | None) -> Any:
+            if not tools:
+                return vlm
+            key = json.dumps(tools, sort_keys=True)
+            if key not in views:
+                views.clear()  # one schema per app; a new one replaces it
+                views[key] = vlm.with_tools(tools)
+            return views[key]
+
+        def stream_on_worker(messages: Sequence[Message], max_new_tokens: int | None = None,
+                             tools: list[dict[str, Any]] | None = None) -> Iterator[Any]:
             prepare(vlm)
             stop = threading.Event()
             try:
-                yield from vlm.stream(messages, max_new_tokens=max_new_tokens, stop=stop)
+                yield from shown(tools).stream(messages, max_new_tokens=max_new_tokens, stop=stop)
             finally:
                 stop.set()  # closed by the main process: the generation ends
 
-        def stream_seconds(messages: Sequence[Message], max_new_tokens: int | None = None) -> float:
-            return vlm_seconds(prompt_tokens(messages, max_pixels), max_new_tokens or token_budget(vlm))
+        def stream_seconds(messages: Sequence[Message], max_new_tokens: int | None = None,
+                           tools: list[dict[str, Any]] | None = None) -> float:
+            prompt = prompt_tokens(messages, max_pixels) + schema_tokens(tools)
+            return vlm_seconds(prompt, max_new_tokens or token_budget(vlm))
 
         self._stream = register(f"{key}.stream", stream_on_worker, stream_seconds, streams=True)
         if callable(getattr(vlm, "generate_batch", None)):
-            def batch_on_worker(conversations: Sequence[Sequence[Message]],
-                                max_new_tokens: int | None = None) -> list[Generation]:
+            def batch_on_worker(conversations: Sequence[Sequence[Message]], max_new_tokens: int | None = None,
+                                tools: list[dict[str, Any]] | None = None) -> list[Generation]:
                 prepare(vlm)
-                return vlm.generate_batch(conversations, max_new_tokens=max_new_tokens)
+                return shown(tools).generate_batch(conversations, max_new_tokens=max_new_tokens)
 
-            def batch_seconds(conversations: Sequence[Sequence[Message]], max_new_tokens: int | None = None) -> float:
-                prompt = sum(prompt_tokens(c, max_pixels) for c in conversations)
+            def batch_seconds(conversations: Sequence[Sequence[Message]], max_new_tokens: int | None = None,
+                              tools: list[dict[str, Any]] | None = None) -> float:
+                prompt = sum(prompt_tokens(c, max_pixels) + schema_tokens(tools) for c in conversations)
                 return vlm_seconds(prompt, max_new_tokens or token_budget(vlm), rows=len(conversations))
 
             self._batch = register(f"{key}.generate_batch", batch_on_worker, batch_seconds)
             self.generate_batch = self._generate_batch  # only a VLM that batches offers it (``supports_batches``)
+
+    def with_tools(self, tools: list[dict[str, Any]]) -> GpuVLM:
+        """This VLM sending ``tools`` (the native tool format's function schema) with every GPU call. The wrapped VLM's
+        own ``with_tools`` view is made here too, so a VLM that cannot take a schema is refused now and the view says
+        how the schema reaches the model (``tool_schema``: rendering a template needs no GPU).
+
+        Raises:
+            InputError: the wrapped VLM cannot take a function schema.
+        """
+        method = getattr(type(self.wrapped), "with_tools", None)
+        if method is None:
+            name = getattr(self.wrapped, "name", type(self.wrapped).__name__)
+            raise InputError(f"the VLM backend {name!r} cannot be given the tools as a function schema: use the "
+                             "reference tool format (--tool-format reference)")
+        view = copy.copy(self)
+        view.tools = list(tools)
+        view.tool_schema = getattr(method(self.wrapped, view.tools), "tool_schema", None)
+        if "generate_batch" in vars(self):
+            view.generate_batch = view._generate_batch
+        return view
 
     def stream(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
                stop: threading.Event | None = None) -> Iterator[str | Generation]:
@@ -130,7 +178,7 @@ class GpuVLM(_Proxy):
             yield Generation("", "cancelled", None, 0)
             return
         pieces: list[str] = []
-        remote = self._stream(list(messages), max_new_tokens=max_new_tokens)
+        remote = self._stream(list(messages), max_new_tokens=max_new_tokens, **self._schema())
         try:
             for item in remote:
                 if stop is not None and stop.is_set():
@@ -147,7 +195,11 @@ class GpuVLM(_Proxy):
         """``BatchVLM.generate_batch`` as one GPU call; ``stop`` is looked at before it (a batch is not cut short)."""
         if stop is not None and stop.is_set():
             return [Generation("", "cancelled", None, 0) for _ in conversations]
-        return self._batch([list(c) for c in conversations], max_new_tokens=max_new_tokens)
+        return self._batch([list(c) for c in conversations], max_new_tokens=max_new_tokens, **self._schema())
+
+    def _schema(self) -> dict[str, Any]:
+        """The schema argument of a call: only a ``with_tools`` view sends one."""
+        return {"tools": self.tools} if self.tools else {}
 
     def prefill_system_prompts(self, texts: Sequence[str]) -> None:
         """Nothing here: each GPU worker computes the system prompts in its first call (``prepare``)."""

@@ -6,8 +6,9 @@ GPU memory with the default models (estimates from the architectures; the smoke 
 - SAM 3 (detector, and the point model sharing its vision backbone), about 0.86 B parameters: 3.2 GiB in float32
   (the default, the precision of SAM 3's official usage), 1.6 GiB in bfloat16;
 - the VLM's KV cache: 2 (keys, values) x layers x key-value heads x head size x 2 bytes per token (Qwen3-VL-8B:
-  144 KiB per token); a main request holds the system prompt (~1.6k tokens), two images (up to
-  ``max_pixels / 28**2`` tokens each), the rounds' text and the reply; a batched verification holds, per mask, the
+  144 KiB per token); a main request holds the system prompt (~1.6k tokens), up to ``limits.MAX_MAIN_IMAGES`` images
+  (the photo, the overlay and, for a dense set, its four tiles; up to ``max_pixels / 28**2`` tokens each), the
+  rounds' text and the reply; a batched verification holds, per mask, the
   verification prompt (~0.6k tokens) and three images;
 - the prefix KV store of the VLM (``prefix_cache_bytes``) and SAM 3's per-image feature cache
   (``feature_cache_bytes``, ~220 MB per image in float32);
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BackendError
-from ..limits import DEFAULT_MAX_PIXELS
+from ..limits import DEFAULT_MAX_PIXELS, MAX_MAIN_IMAGES
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def estimate_bytes(plan: MemoryPlan, vlm_bytes: int, kv_bytes_per_token: int) ->
     image_tokens = (plan.max_pixels or DEFAULT_MAX_PIXELS) // PIXELS_PER_TOKEN
     total = sam3 + plan.feature_cache_bytes + 256 * MIB + MARGIN_BYTES  # + SAM 3's upsampling chunk
     if vlm_bytes:
-        request = SYSTEM_TOKENS + 2 * image_tokens + TEXT_TOKENS + REPLY_TOKENS
+        request = SYSTEM_TOKENS + MAX_MAIN_IMAGES * image_tokens + TEXT_TOKENS + REPLY_TOKENS
         verification = plan.verify_batch_size * (VERIFY_TOKENS + 3 * image_tokens)
         total += vlm_bytes + plan.prefix_cache_bytes + max(request, verification) * kv_bytes_per_token
     return total
@@ -145,8 +146,14 @@ def checkpoint_files(model_id: str) -> tuple[int | None, Path | None]:
 
 
 def kv_bytes_per_token(config_path: Path | None) -> int:
-    """KV cache bytes per token in bfloat16 from a Qwen-VL ``config.json`` (text config: layers, key-value heads,
-    head size); ``DEFAULT_KV_BYTES_PER_TOKEN`` when unknown."""
+    """KV cache bytes per token in bfloat16 from a ``config.json`` (text config: attention layers, key-value heads,
+    head size); ``DEFAULT_KV_BYTES_PER_TOKEN`` when unknown.
+
+    Only attention layers keep keys and values per token: in a hybrid model (Qwen3.5 / Qwen3.6: ``layer_types`` with
+    ``linear_attention`` layers, or ``full_attention_interval``) the Gated DeltaNet layers hold a fixed-size state
+    per sequence instead (``ATTENTION_LAYER_TYPES``; that state is left to ``MARGIN_BYTES``, see docs/gpu.md).
+    Sliding-window layers are counted as full ones (an upper bound).
+    """
     if config_path is None:
         return DEFAULT_KV_BYTES_PER_TOKEN
     try:
@@ -154,9 +161,24 @@ def kv_bytes_per_token(config_path: Path | None) -> int:
         text = config.get("text_config") or config
         heads = int(text["num_attention_heads"])
         head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // heads)
-        return 2 * int(text["num_hidden_layers"]) * int(text.get("num_key_value_heads", heads)) * head_dim * 2
+        return 2 * _attention_layers(text) * int(text.get("num_key_value_heads", heads)) * head_dim * 2
     except (OSError, ValueError, KeyError, TypeError):
         return DEFAULT_KV_BYTES_PER_TOKEN
+
+
+# layer types of a text config that keep keys and values per token (transformers' ``layer_types`` names)
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _attention_layers(text: dict) -> int:
+    """How many layers of a text config keep a KV cache per token (``layer_types``, else every
+    ``full_attention_interval``-th layer, else all of them)."""
+    layers = int(text["num_hidden_layers"])
+    types = text.get("layer_types")
+    if isinstance(types, list) and types:
+        return sum(1 for kind in types if kind in ATTENTION_LAYER_TYPES)
+    interval = text.get("full_attention_interval")
+    return layers // int(interval) if interval else layers
 
 
 def free_gpu_bytes() -> int:

@@ -1,9 +1,10 @@
-"""SAM 3's point-prompt model behind one Protocol: clicks on an image -> one mask.
+"""SAM 3's point-prompt model behind one Protocol: clicks and/or a box on an image -> one mask.
 
 ``Sam3PointSegmenter`` wraps transformers' ``Sam3TrackerModel`` / ``Sam3TrackerProcessor`` (the same weights as
 ``facebook/sam3``, promptable with points). As in ``segmenter.py``, the image encoder is the expensive part, so each
 image is encoded once and its embeddings are reused for every click, from a small LRU cache keyed by the image's
-content (``images.image_digest``). Used by ``edits.refine_with_points`` to correct masks by hand.
+content (``images.image_digest``). Used by ``correct.prompted`` to correct masks by hand; the prompts are checked by
+``prompts``.
 
 SAM 3 has one vision backbone for detection and tracking: its checkpoint stores it once, and transformers loads
 that same backbone into ``Sam3Model`` and ``Sam3TrackerModel`` (only the necks differ). ``share_backbone_with``
@@ -29,6 +30,7 @@ from ..errors import BackendError, InputError
 from ..images import image_digest
 from ..models.loading import default_device, load_checked
 from .feature_cache import CachedImageModel, FeatureCache, tensors_nbytes
+from .prompts import Box, check_box, check_clicks
 from .segmenter import (
     DEFAULT_FEATURE_CACHE_BYTES,
     DEFAULT_SAM3_MODEL,
@@ -49,7 +51,7 @@ MASK_LOGIT_THRESHOLD = 0.0  # mask pixels are logits > 0 (probability > 0.5); tr
 
 @dataclass(frozen=True, eq=False)
 class PointMask:
-    """The mask SAM 3 predicts for a set of clicks.
+    """The mask SAM 3 predicts for a set of clicks and/or a box.
 
     Attributes:
         mask: bool (H, W) at the original image resolution.
@@ -62,14 +64,15 @@ class PointMask:
 
 @runtime_checkable
 class PointSegmenter(Protocol):
-    """Anything that turns clicks on an image into one mask."""
+    """Anything that turns clicks (and a box, when given) on an image into one mask."""
 
     name: str
 
     def segment_points(
-        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int]
+        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int], *,
+        box: Box | None = None,
     ) -> PointMask:
-        """One mask for the object the clicks point at (see ``Sam3PointSegmenter.segment_points``)."""
+        """One mask for the object the clicks (and box) point at (see ``Sam3PointSegmenter.segment_points``)."""
         ...
 
 
@@ -88,51 +91,6 @@ def tracker_load_failure_message(model_id: str, error: BaseException | None = No
         "Hugging Face Hub: accept its licence, then run `hf auth login` (or set HF_TOKEN). Offline, the weights must "
         "already be in the local Hugging Face cache, or pass a local folder that holds them."
     )
-
-
-def check_clicks(
-    points: Sequence[tuple[float, float]], labels: Sequence[int], width: int, height: int
-) -> tuple[list[list[float]], list[int]]:
-    """Validate clicks on a ``width`` x ``height`` image; returns them as plain lists.
-
-    Args:
-        points: (x, y) pixel coordinates in the original image, x to the right, y down; pixel (col, row) covers
-            [col, col + 1) x [row, row + 1), so valid values lie in [0, width) x [0, height).
-        labels: 1 for a positive click (on the object), 0 for a negative one (not on it), one per point.
-
-    Raises:
-        InputError: no click, counts differ, a label other than 0/1, no positive click, a coordinate that is not a
-            finite number, or a click outside the image (clicks are not clipped: a click off the image is a
-            mistake, not a stroke running over the edge).
-    """
-    pts = [list(p) for p in points]
-    labs = [lab for lab in labels]
-    if not pts:
-        raise InputError("no click given: click on the object (positive) to get a mask")
-    if len(pts) != len(labs):
-        raise InputError(f"{len(pts)} click(s) but {len(labs)} label(s): give one label (1 or 0) per click")
-    for lab in labs:
-        if isinstance(lab, bool) or lab not in (0, 1):
-            raise InputError(f"click label {lab!r} is not 1 (positive) or 0 (negative)")
-    if 1 not in labs:
-        raise InputError("every click is negative: add at least one positive click on the object")
-    out: list[list[float]] = []
-    for point in pts:
-        if len(point) != 2:
-            raise InputError(f"a click must be (x, y); got {point!r}")
-        try:
-            x, y = float(point[0]), float(point[1])
-        except (TypeError, ValueError):
-            raise InputError(f"a click must be two numbers (x, y); got {point!r}") from None
-        if not (np.isfinite(x) and np.isfinite(y)):
-            raise InputError(f"click ({x}, {y}) is not a finite position")
-        if not (0.0 <= x < width and 0.0 <= y < height):
-            raise InputError(
-                f"click ({x:g}, {y:g}) lies outside the {width}x{height} image: click inside it "
-                "(coordinates are pixels of the original image, x to the right, y down)"
-            )
-        out.append([x, y])
-    return out, [int(lab) for lab in labs]
 
 
 class Sam3PointSegmenter(CachedImageModel):
@@ -207,33 +165,40 @@ class Sam3PointSegmenter(CachedImageModel):
         return cls(model, processor, name=model_id, feature_cache_size=feature_cache_size)
 
     def segment_points(
-        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int]
+        self, image: Image.Image, points: Sequence[tuple[float, float]], labels: Sequence[int], *,
+        box: Box | None = None,
     ) -> PointMask:
-        """One mask for the object the clicks point at.
+        """One mask for the object the clicks point at, or inside ``box``.
 
-        One click is ambiguous (a part or the whole?): the model's three candidate masks are computed and the one
-        with the highest predicted IoU is returned. With several clicks the model's single-mask output is used.
+        One click alone is ambiguous (a part or the whole?): the model's three candidate masks are computed and the
+        one with the highest predicted IoU is returned. With several clicks, or a box, the model's single-mask
+        output is used (a box says which whole is meant).
 
         Args:
             image: PIL image (converted to RGB if needed), any size.
-            points: (x, y) clicks in pixels of the original image (x right, y down), inside the image.
-            labels: 1 positive / 0 negative, one per click; at least one positive.
+            points: (x, y) clicks in pixels of the original image (x right, y down), inside the image; may be empty
+                when a box is given.
+            labels: 1 positive / 0 negative, one per click; at least one positive unless a box is given.
+            box: (x1, y1, x2, y2) in original-image pixels (pixel edges, inside [0, width] x [0, height], x1 < x2,
+                y1 < y2), or None.
 
         Returns:
             ``PointMask``: mask bool (H, W) at the original resolution (may be empty: the caller decides), score the
             predicted IoU in [0, 1].
 
         Raises:
-            InputError: bad clicks (see :func:`check_clicks`) or ``image`` not a PIL image.
+            InputError: bad clicks or box (see ``prompts.check_clicks`` / ``prompts.check_box``) or ``image`` not a
+                PIL image.
             BackendError: out of memory while running the model.
         """
         if not isinstance(image, Image.Image):
             raise InputError(f"image must be a PIL image, got {type(image).__name__}")
         if image.mode != "RGB":
             image = image.convert("RGB")
-        clicks, click_labels = check_clicks(points, labels, image.width, image.height)
+        corners = None if box is None else check_box(box, image.width, image.height)
+        clicks, click_labels = check_clicks(points, labels, image.width, image.height, with_box=corners is not None)
         key = image_digest(image)
-        return self._run_locked(lambda: self._segment_locked(image, key, clicks, click_labels),
+        return self._run_locked(lambda: self._segment_locked(image, key, clicks, click_labels, corners),
                                 f"SAM 3's point-prompt model ({self.name})", image.size, "run it on the CPU")
 
     # ------------------------------------------------------------------ internals (call with the lock held)
@@ -280,18 +245,24 @@ class Sam3PointSegmenter(CachedImageModel):
 
         return self._cache.get_or_compute(key, encode)
 
-    def _segment_locked(self, image: Image.Image, key: str, clicks: list[list[float]], labels: list[int]) -> PointMask:
+    def _segment_locked(self, image: Image.Image, key: str, clicks: list[list[float]], labels: list[int],
+                        box: Box | None) -> PointMask:
         embeddings = self._embeddings(image, key)
         size = [[image.height, image.width]]
-        prompt = self._processor(
-            images=None, original_sizes=size, input_points=[[clicks]], input_labels=[[labels]], return_tensors="pt"
-        )
-        multimask = len(clicks) == 1
+        # the processor's nesting: points [image][object][point][xy], labels [image][object][point], boxes
+        # [image][object][xyxy]; one object here
+        prompts: dict[str, Any] = {}
+        if clicks:
+            prompts.update(input_points=[[clicks]], input_labels=[[labels]])
+        if box is not None:
+            prompts.update(input_boxes=[[list(box)]])
+        prompt = self._processor(images=None, original_sizes=size, return_tensors="pt", **prompts)
+        multimask = len(clicks) == 1 and box is None
         outputs = self._model(
             image_embeddings=embeddings,
-            input_points=prompt["input_points"].to(self.device),
-            input_labels=prompt["input_labels"].to(self.device),
             multimask_output=multimask,
+            **{name: prompt[name].to(self.device) for name in ("input_points", "input_labels", "input_boxes")
+               if name in prompt},
         )
         scores = outputs.iou_scores[0, 0].float().cpu()  # (M,)
         best = int(torch.argmax(scores))

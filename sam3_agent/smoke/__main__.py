@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..tiny import TINY_VLM_KINDS
+
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU, EXIT_NO_WEIGHTS = 0, 1, 2, 5, 6
 DEFAULT_REPORT = "smoke-report.json"
 
@@ -21,7 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sam3_agent.smoke", description=__doc__)
     add = parser.add_argument
     add("--preset", choices=["real", "tiny"], default="real", help="real: the Hub models (default); tiny: offline")
-    add("--vlm-model", help="VLM id or folder (default Qwen/Qwen3-VL-8B-Instruct)")
+    add("--vlm-model", help="VLM id or folder (default Qwen/Qwen3-VL-8B-Instruct); any image-text-to-text model: one "
+                            "the engine does not know runs on plain generate, and the report says why")
+    add("--tiny-vlm", choices=TINY_VLM_KINDS, default="qwen3_vl",
+        help="which tiny VLM --preset tiny builds (default qwen3_vl; gemma3 runs on plain generate)")
     add("--sam3-model", help="SAM 3 id or folder (default facebook/sam3)")
     add("--thinking-model", help="also run the first request of this Thinking VLM (e.g. Qwen/Qwen3-VL-8B-Thinking)")
     add("--max-rounds", type=int, default=10, help="round budget of each example query (default 10)")
@@ -65,6 +70,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr:
     if args.max_rounds < 1 or (args.examples is not None and args.examples < 0) or args.max_new_tokens < 1:
         stderr.write("error: --max-rounds and --max-new-tokens must be at least 1, --examples at least 0\n")
         return EXIT_USAGE
+    if args.tiny_vlm != "qwen3_vl" and args.preset != "tiny":
+        stderr.write("error: --tiny-vlm chooses a tiny model: use it with --preset tiny (or pass --vlm-model)\n")
+        return EXIT_USAGE
     if args.allow_cpu and args.preset != "tiny":
         stderr.write("error: --allow-cpu is for the tiny preset only (real weights on a CPU take hours)\n")
         return EXIT_USAGE
@@ -104,7 +112,8 @@ def run_checks(args: argparse.Namespace, stdout: TextIO):
 
     report = SmokeReport(environment())
     settings = BackendSettings(preset=args.preset, vlm_model=args.vlm_model, sam3_model=args.sam3_model,
-                               device=None if report.environment["device"] == "cuda" else "cpu")
+                               device=None if report.environment["device"] == "cuda" else "cpu",
+                               tiny_vlm_kind=args.tiny_vlm)
     loading = CheckResult("loading")
     report.checks.append(loading)
     with measured(loading):

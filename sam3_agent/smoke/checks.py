@@ -136,7 +136,8 @@ def _first_divergence(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
 
 
 def check_decoding(result: CheckResult, models: Models, max_new_tokens: int) -> None:
-    """The fast decoding paths (prefix KV cache, batched verification) against plain ``generate``: token ids."""
+    """The fast decoding paths (prefix KV cache, batched verification) against plain ``generate``: token ids; and which
+    paths this model used (``paths_used``). A model the engine keeps on ``generate`` has nothing fast to compare."""
     from ..vlm.transformers_qwen import TransformersQwenVLM
 
     base = models.vlm
@@ -163,12 +164,38 @@ def check_decoding(result: CheckResult, models: Models, max_new_tokens: int) -> 
         generation_of(plain, messages)
     pairs = list(zip(fast.output_ids(), plain.output_ids()))
     divergences = [_first_divergence(a, b) for a, b in pairs]
+    used = paths_used(fast.decoding_paths(), fast.usage(), len(conversations))
     result.details.update(requests=len(pairs), first_divergent_token=divergences,
-                          tokens=[len(b) for _, b in pairs], batch_rows=len(conversations))
+                          tokens=[len(b) for _, b in pairs], batch_rows=len(conversations), paths=used)
+    if not used["fast"]:
+        result.summary = (f"plain generate ({used['reason']}): the main request and {len(conversations)} "
+                          "verifications answered one at a time; no fast path to compare")
+        return
     result.passed = all(d is None for d in divergences)
-    result.summary = ("token-identical to generate on the main request and a batch of "
-                      f"{len(conversations)} verifications" if result.passed else
-                      f"first divergent token per request (main, then batch rows): {divergences}")
+    reuse = used["prefix_reuse"]
+    paths = (f"fast path, {used['cache']} cache (prefix reuse: {reuse['reused_tokens']:,} of "
+             f"{reuse['prompt_tokens']:,} prompt tokens reused; batched verification: {used['batched_rows']} rows "
+             "in one batch)")
+    result.summary = (f"{paths}: token-identical to generate on the main request and the batch" if result.passed
+                      else f"{paths}: first divergent token per request (main, then batch rows): {divergences}")
+
+
+def paths_used(paths: dict[str, Any], usage: Any, rows: int) -> dict[str, Any]:
+    """Which decoding paths a request and a verification batch of ``rows`` used, from the engine's choice
+    (``decoding_paths()``) and its counters (``VLMUsage``, after those requests alone).
+
+    Returns:
+        ``{"fast": False, "reason": ...}`` on plain ``generate``; else ``{"fast": True, "cache": ..., "prefix_reuse":
+        {"prompt_tokens": n, "reused_tokens": m}, "batched_rows": rows}`` (and the engine's ``note`` for a hybrid
+        cache). ``reused_tokens`` are prompt tokens taken from stored prefixes instead of being computed.
+    """
+    if paths.get("path") != "cached decoder":
+        return {"fast": False, "reason": paths.get("reason", "not said")}
+    used: dict[str, Any] = {"fast": True, "cache": paths.get("cache"), "batched_rows": rows, "prefix_reuse": {
+        "prompt_tokens": usage.prompt_tokens, "reused_tokens": usage.prompt_tokens - usage.prefill_tokens}}
+    if paths.get("reason"):
+        used["note"] = paths["reason"]
+    return used
 
 
 def check_examples(result: CheckResult, models: Models, max_rounds: int, limit: int | None) -> None:

@@ -32,7 +32,7 @@ from .qwen import QWEN_ADDED_TOKENS, _build_tokenizer, real_processor, sharpen_q
 
 logger = logging.getLogger(__name__)
 
-BUILD_VERSION = "sam3_agent tiny qwen3_5 v1"
+BUILD_VERSION = "sam3_agent tiny qwen3_5 v2"  # v2: the template renders tools as released
 MARKER_FILE = "TINY_BUILD"
 
 Qwen3_5Kind = Literal["qwen3_5", "qwen3_5_moe"]

@@ -16,17 +16,27 @@ template embedded in Qwen3-VL-8B-Instruct-GGUF files, ollama's Qwen3-VL Thinking
   re-wrapped as ``<think>\\n...\\n</think>\\n\\n`` before the answer.
 - Qwen3.5 / Qwen3.6 (dense and MoE, one template for both; Thinking by default): as Qwen3-VL Thinking, except
   that ``enable_thinking=False`` (a ``chat_template_kwargs`` switch) closes an empty reasoning block in the
-  generation prompt, ``<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n``, instead of opening one (public notes
-  on the Qwen3.5/3.6 templates: the ``enable_thinking is false`` branch, the same tail as Qwen3's).
+  generation prompt, ``<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n``, instead of opening one; every
+  turn's text is stripped of surrounding whitespace; an assistant turn after the last user query always shows its
+  (stripped) reasoning block; a chat without a user query, or with a system turn other than the first, is refused
+  (``raise_exception``, as the released template does). Public copies checked: Qwen/Qwen3.5-4B's
+  ``chat_template.jinja`` and ollama's ``model/renderers/qwen35.go``.
 - Qwen2.5-VL Instruct: every turn renders its text and images; a conversation that does not start with a
   system turn gets ``You are a helpful assistant.`` as one; the generation prompt is ``<|im_start|>assistant\\n``.
 
-Tool definitions (``tools=``, the native tool format) are rendered as Qwen3-VL's templates render them (Instruct
-and Thinking: after the system text and a blank line, ``# Tools`` with one JSON signature a line inside
-``<tools></tools>`` and the ``<tool_call>`` instruction). The Qwen2.5-VL template has no tools branch and ignores
-them, as the released one does; the Qwen3.5 one leaves them out too (its released template's tool block, in the
-Qwen3-Coder style, is not reproduced here). Tool turns, videos and ``add_vision_id`` are left out: the product never
-sends them.
+Tool definitions (``tools=``, the native tool format) are rendered as the released templates render them:
+
+- Qwen3-VL (Instruct and Thinking): after the system text and a blank line, ``# Tools`` with one JSON signature a
+  line inside ``<tools></tools>`` and the instruction to answer ``<tool_call>{"name": ..., "arguments": ...}
+  </tool_call>``;
+- Qwen3.5 / Qwen3.6: the system turn opens with ``# Tools``, the JSON signatures inside ``<tools></tools>`` and the
+  instruction to answer in the XML style (``<tool_call>``, ``<function=NAME>``, ``<parameter=NAME>`` ...; read by
+  ``agent.function_calls``), then the system text after a blank line;
+- Qwen2.5-VL: no tools branch; the schema is ignored, as the released template ignores it (``engine.qwen_tools``
+  notices and writes it into the system turn instead).
+
+The instructions' words are the released templates' own output (what the models were trained on), not ours. Tool
+turns, videos and ``add_vision_id`` are left out: the product never sends them.
 """
 
 from __future__ import annotations
@@ -83,6 +93,66 @@ _LEADING_SYSTEM_OR_TOOLS = (
     "{%- for tool in tools -%}{{ '\n' }}{{ tool | tojson }}{%- endfor -%}"
     "{{ " + json.dumps(_TOOLS_TAIL) + " }}<|im_end|>{{ '\n' }}"
     "{%- else -%}" + _LEADING_SYSTEM + "{%- endif -%}"
+)
+
+# Qwen3.5 / Qwen3.6 with ``tools``: the function signatures and the XML-style instruction open the system turn; the
+# system text, stripped, follows after a blank line. Without tools the system text alone, stripped.
+_QWEN3_5_TOOLS_HEAD = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
+_QWEN3_5_TOOLS_TAIL = (
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified "
+    "format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural "
+    "language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question "
+    "like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>"
+)
+_QWEN3_5_SYSTEM = (
+    "{%- if tools -%}"
+    "<|im_start|>system{{ '\n' }}{{ " + json.dumps(_QWEN3_5_TOOLS_HEAD) + " }}"
+    "{%- for tool in tools -%}{{ '\n' }}{{ tool | tojson }}{%- endfor -%}"
+    "{{ " + json.dumps(_QWEN3_5_TOOLS_TAIL) + " }}"
+    "{%- if messages and messages[0].role == 'system' -%}"
+    "{%- set system_text = text_of(messages[0].content) | trim -%}"
+    "{%- if system_text -%}{{ '\n\n' }}{{ system_text }}{%- endif -%}"
+    "{%- endif -%}"
+    "<|im_end|>{{ '\n' }}"
+    "{%- elif messages and messages[0].role == 'system' -%}"
+    "<|im_start|>system{{ '\n' }}{{ text_of(messages[0].content) | trim }}<|im_end|>{{ '\n' }}"
+    "{%- endif -%}"
+)
+# The turns after the system turn: Qwen3-VL Thinking's rules with the released Qwen3.5 template's differences.
+_QWEN3_5_AFTER_SYSTEM = (
+    "{%- set query = namespace(index=messages | length - 1, found=false) -%}"
+    "{%- for message in messages | reverse -%}"
+    "{%- if not query.found and message.role == 'user' -%}"
+    "{%- set plain = text_of(message.content) | trim -%}"
+    "{%- if not (plain.startswith('<tool_response>') and plain.endswith('</tool_response>')) -%}"
+    "{%- set query.found = true -%}{%- set query.index = messages | length - 1 - loop.index0 -%}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if not query.found -%}{{ raise_exception('No user query found in messages.') }}{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message.role == 'system' -%}"
+    "{%- if not loop.first -%}{{ raise_exception('System message must be at the beginning.') }}{%- endif -%}"
+    "{%- elif message.role == 'user' -%}"
+    "<|im_start|>user{{ '\n' }}{{ with_images(message.content) | trim }}<|im_end|>{{ '\n' }}"
+    "{%- elif message.role == 'assistant' -%}"
+    "{%- set answer = text_of(message.content) | trim -%}{%- set reasoning = '' -%}"
+    "{%- if '</think>' in answer -%}"
+    "{%- set reasoning = answer.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}"
+    "{%- set answer = answer.split('</think>')[-1].lstrip('\n') -%}"
+    "{%- endif -%}"
+    "{%- if loop.index0 > query.index -%}"
+    "<|im_start|>assistant{{ '\n' }}<think>{{ '\n' }}{{ reasoning | trim }}{{ '\n' }}</think>{{ '\n\n' }}{{ answer }}"
+    "{%- else -%}"
+    "<|im_start|>assistant{{ '\n' }}{{ answer }}"
+    "{%- endif -%}"
+    "<|im_end|>{{ '\n' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
 )
 
 _QWEN3_VL_INSTRUCT = (
@@ -156,7 +226,7 @@ CHAT_TEMPLATES: dict[Variant, str] = {
     "qwen3_vl_instruct": _QWEN3_VL_INSTRUCT,
     "qwen3_vl_thinking": _QWEN3_VL_THINKING,
     "qwen2_5_vl": _QWEN2_5_VL,
-    "qwen3_5": _MACROS + _LEADING_SYSTEM + _THINKING_AFTER_SYSTEM + _QWEN3_5_GENERATION_PROMPT,
+    "qwen3_5": _MACROS + _QWEN3_5_SYSTEM + _QWEN3_5_AFTER_SYSTEM + _QWEN3_5_GENERATION_PROMPT,
 }
 
 

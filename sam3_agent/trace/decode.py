@@ -23,6 +23,7 @@ from PIL import Image
 from ..edit_ops import op_from_json
 from ..errors import InputError, TraceFormatError, describe
 from ..images import file_name_of, load_image
+from ..imaging.legibility import DEFAULT_BOUNDS, PixelBounds
 from ..imaging.views import RENDERER_VERSION, MaskView
 from ..mask_set import Masks
 from ..messages import ImagePart, Message, Part, TextPart
@@ -63,6 +64,20 @@ def read_mask_set(rles: Any, height: int, width: int, scores: Any, boxes: Any, p
         return Masks.from_rle(counts, scores, boxes, phrase, size=(height, width))
     except ValueError as error:
         raise TraceFormatError(f"a mask set in the trace is malformed: {error}") from None
+
+
+def _view_bounds(value: Any) -> PixelBounds:
+    """The pixel bounds an overlay or tile was drawn for, stored as ``[min_pixels, max_pixels]``; absent in traces
+    written before views recorded them, whose overlays were drawn for the default bounds.
+
+    Raises:
+        ValueError: anything but two whole numbers of at least 1, the first not above the second.
+    """
+    if value is None:
+        return DEFAULT_BOUNDS
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"a view's bounds must be [min_pixels, max_pixels], got {value!r}")
+    return PixelBounds(value[0], value[1])
 
 
 def check_set_size(size: Any, photo: Image.Image, what: str) -> tuple[int, int]:
@@ -181,8 +196,8 @@ class _Reader:
             if indices is not None and not (isinstance(indices, list) and all(type(k) is int for k in indices)):
                 raise TraceFormatError(f"image {name!r}: a group view's indices must be a list of mask indices")
             try:
-                recipe = MaskView(view["kind"], self.photo, masks, view.get("index"),  # type: ignore[arg-type]
-                                  None if indices is None else tuple(indices))
+                recipe = MaskView(view["kind"], self.photo, masks, view.get("index"), view.get("tile"),  # type: ignore[arg-type]
+                                  _view_bounds(view.get("bounds")), None if indices is None else tuple(indices))
             except ValueError as error:
                 raise TraceFormatError(f"image {name!r}: {error}") from None
             return ImagePart(None, name, recipe)

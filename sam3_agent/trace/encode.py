@@ -149,8 +149,12 @@ class TraceEncoder:
             ref: dict[str, Any] = {"name": part.name, "view": {"kind": view.kind, "masks": self.mask_set(view.masks)}}
             if view.index is not None:
                 ref["view"]["index"] = view.index
+            if view.tile is not None:
+                ref["view"]["tile"] = view.tile
             if view.indices is not None:
                 ref["view"]["indices"] = list(view.indices)
+            if view.kind not in ("mask", "zoom"):  # drawn for these pixel bounds: a reload draws the same pixels
+                ref["view"]["bounds"] = [view.bounds.min_pixels, view.bounds.max_pixels]
         elif part.name == PHOTO_NAME:
             if part.image is not trace.image and not images_equal(part.image, trace.image):
                 raise ValueError(f"the image named {PHOTO_NAME!r} is not the trace's photo")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..agent.context import BEFORE_LATEST_SEGMENT, MASKS_GONE, MAX_CONTEXT_IMAGES, OLD_MISTAKE, build_context
+from ..agent.context import BEFORE_LATEST_SEGMENT, MASKS_GONE, OLD_MISTAKE, build_context
 from ..messages import ImagePart, Message
 from ..types import ContextRecord
 
@@ -20,8 +20,8 @@ EXCERPT_CHARS = 240  # text shown per message in the context panel; the full tex
 REASON_TEXTS: dict[str, str] = {
     BEFORE_LATEST_SEGMENT: "before the latest segment_phrase: its masks no longer exist",
     OLD_MISTAKE: "an old mistake: the model was told and moved on",
-    MASKS_GONE: (f"its overlay shows masks that no longer exist: at most {MAX_CONTEXT_IMAGES} images are sent, the "
-                 "raw image and the current masks' overlay"),
+    MASKS_GONE: ("its overlay shows masks that no longer exist: only the raw image and the current masks' overlay "
+                 "are sent (with the overlay's tiles, for a dense set)"),
 }
 REASON_NOT_RECORDED = "reason not recorded in this trace"
 
@@ -59,7 +59,7 @@ class ContextPanel:
         round_index: 1-based round number.
         entries: every message that existed when the request was built, in order.
         note: the tried-phrases note added to message 1, or ``None``.
-        image_count: images in the request (at most 2).
+        image_count: images in the request (at most ``agent.context.MAX_CONTEXT_IMAGES``).
         prompt_tokens: tokens in the request; ``None`` until the round ends or when unknown.
         pending: True while the round runs (its token count comes with its end).
     """

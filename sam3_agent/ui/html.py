@@ -6,10 +6,12 @@ within one trace (``ImagePart.name``), so one ``ImageUrls`` serves one run or on
 
 CSS classes the tests and the stylesheet rely on:
 ``round`` (``data-round``, ``data-finished``), ``round-live``, ``reasoning``, ``tool-call``, ``tool-writing``,
-``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``verdict-card`` + ``verdict-accept``/``verdict-reject``
-(``data-mask``), ``ctx-open`` (``data-round``: a button opening that round's context), ``ctx-scroll``,
-``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``, ``ctx-reason``, ``ctx-run``
-(a collapsed run of dropped messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``, ``ctx-tokens``,
+``tool-reply``, ``mistake``, ``round-stopped``, ``round-failed``, ``overlay``, ``tiles`` (``img.tile``),
+``verdict-card`` + ``verdict-accept``/``verdict-reject`` (``data-mask``), ``card-view`` (a button holding one of the
+verifier's views, ``card-mask`` or ``card-zoom``), ``ctx-open`` (``data-round``: a button opening that round's
+context), ``ctx-scroll``, ``ctx-msg`` (``data-index``, ``data-role``) + ``ctx-dropped`` / ``ctx-image-text``,
+``ctx-reason``, ``ctx-run`` (a collapsed run of dropped messages), ``ctx-full``, ``ctx-note``, ``ctx-image-count``,
+``ctx-tokens``,
 ``timeline`` (``tr[data-round]``, ``timeline-current``, ``timeline-<kind>``), ``status`` + ``status-<kind>``,
 ``final-masks``.
 """
@@ -30,6 +32,7 @@ from .view import STATUS_TITLES, FinalMaskRow, RoundView, StatusLine, TimelineRo
 OVERLAY_SIDE = 768  # px, longer side of round overlays in the page
 CARD_SIDE = 320  # px, mask and zoom views on verdict cards
 THUMB_SIDE = 112  # px, context panel thumbnails
+TILE_SIDE = 384  # px, the tiles of a dense set's overlay, two a row under it
 JPEG_QUALITY = 85
 RUN_CONTEXT_PLACEHOLDER = "The context of each round appears here while a run goes on."
 MISTAKE_TITLES = {  # feedback key -> what the page calls the mistake (others: the key in words)
@@ -84,21 +87,30 @@ def render_status(line: StatusLine) -> str:
     )
 
 
+def _card_view(urls: ImageUrls, part, css: str, alt: str) -> str:
+    """One of the verifier's views on a card: a button that opens it larger (``ui.view_zoom``), named for that."""
+    return (f'<button type="button" class="card-view" aria-haspopup="dialog" aria-label="Enlarge: {escape(alt)}" '
+            f'title="Enlarge">{_img(urls, part, CARD_SIDE, css, alt)}</button>')
+
+
 def render_card(card: VerdictCard, urls: ImageUrls) -> str:
-    """One verdict card: mask view, zoom view, verdict, the verifier's reasoning (collapsed)."""
+    """One verdict card: mask view, zoom view (each a ``card-view`` button that opens it larger), verdict, the
+    verifier's reasoning (collapsed)."""
     verdict = "Accept" if card.verdict == "accept" else "Reject"
     note = " (no verdict given: kept)" if card.fallback else ""
+    number = card.mask_number
     if card.group:
         note += f" (checked together with {len(card.group) - 1} other mask(s))"
-    zoom = "" if card.zoom_view is None else _img(urls, card.zoom_view, CARD_SIDE, "card-zoom",
-                                                  f"mask {card.mask_number} zoomed")
-    alt = f"masks {', '.join(map(str, card.group))}" if card.group else f"mask {card.mask_number}"
+    shown = f"masks {', '.join(map(str, card.group))}" if card.group else f"mask {number}"
+    zoom = "" if card.zoom_view is None else _card_view(urls, card.zoom_view, "card-zoom",
+                                                        f"mask {number} up close, as the verifier saw it")
     return (
-        f'<div class="verdict-card verdict-{escape(card.verdict)}" data-mask="{card.mask_number}">'
-        f'<div class="card-head">Mask {card.mask_number} / {card.total}: <b class="verdict">{verdict}</b>'
+        f'<div class="verdict-card verdict-{escape(card.verdict)}" data-mask="{number}">'
+        f'<div class="card-head">Mask {number} / {card.total}: <b class="verdict">{verdict}</b>'
         f"{escape(note)} <small>{card.seconds:.1f} s</small></div>"
         f'<div class="card-views">'
-        f"{_img(urls, card.mask_view, CARD_SIDE, 'card-mask', alt)}{zoom}</div>"
+        f"{_card_view(urls, card.mask_view, 'card-mask', f'{shown} on the photo, as the verifier saw it')}"
+        f"{zoom}</div>"
         f'<details class="card-reasoning"><summary>Verifier reasoning</summary>'
         f"<pre>{escape(card.reasoning)}</pre></details></div>"
     )
@@ -192,6 +204,11 @@ def round_parts(view: RoundView, urls: ImageUrls, reasoning_open: bool = False,
         end.append("</div>")
     if view.overlay is not None:
         end.append(_img(urls, view.overlay, OVERLAY_SIDE, "overlay", f"round {view.index} overlay"))
+    if view.tiles:
+        tiles = "".join(_img(urls, tile, TILE_SIDE, "tile", f"round {view.index} tile {k}")
+                        for k, tile in enumerate(view.tiles, start=1))
+        end.append(f'<details class="tiles"><summary>The same masks in {len(view.tiles)} enlarged parts (sent with '
+                   f'the overlay: a dense set)</summary><div class="tile-grid">{tiles}</div></details>')
     if view.reply_text is not None and view.mistake is None:
         end.append(
             f'<details class="tool-reply" open><summary>Reply to the model</summary>'

@@ -19,7 +19,7 @@ from typing import Any
 import gradio as gr
 
 from ..package_files import ASSETS_DIR
-from .correct.layout import CORRECT_CSS, CorrectView, build_correct_tab
+from .correct.layout import CORRECT_CSS, SHOW_CANVAS_JS, CorrectView, build_correct_tab
 from .inspect.layout import InspectTab, build_inspect_tab
 from .review.layout import REVIEW_CSS, build_review_bar, build_review_tab
 from .run.handlers import Handlers
@@ -85,9 +85,10 @@ def _hand_to_correct(handlers: Handlers, slot: gr.State, correct_run: gr.Button,
                      correct: CorrectView) -> None:
     """"Correct these masks" (Run tab) and "Correct this trace" (Inspect tab) load their trace in the Correct tab."""
     correct_run.click(handlers.correct.from_run, inputs=[slot, correct.session], outputs=correct.outputs,
-                      api_visibility="private", show_progress="hidden")
+                      api_visibility="private", show_progress="hidden").then(None, js=SHOW_CANVAS_JS)
     inspected.correct_button.click(handlers.correct_inspected, inputs=[inspected.state, correct.session],
-                                   outputs=correct.outputs, api_visibility="private", show_progress="hidden")
+                                   outputs=correct.outputs, api_visibility="private",
+                                   show_progress="hidden").then(None, js=SHOW_CANVAS_JS)
 
 
 def use_private_cache() -> Path:

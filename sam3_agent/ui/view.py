@@ -74,6 +74,7 @@ class RoundView:
         reply_text: the text sent back to the model, or ``None`` (run ended / in progress).
         summary: the tool's one-line summary (``"2 mask(s) for 'cup'"``).
         overlay: the numbered overlay the model saw next (after segment_phrase / examine), or ``None``.
+        tiles: the overlay's tiles the model saw with it (a dense set: ``imaging.tiles``), else ``()``.
         cards: the verdict cards (``examine_each_mask`` only).
         seconds: VLM + tool wall time (``None`` while streaming).
         prompt_tokens / output_tokens: when known.
@@ -92,6 +93,7 @@ class RoundView:
     reply_text: str | None = None
     summary: str = ""
     overlay: ImagePart | None = None
+    tiles: tuple[ImagePart, ...] = ()
     cards: tuple[VerdictCard, ...] = ()
     seconds: float | None = None
     prompt_tokens: int | None = None
@@ -187,13 +189,15 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
     r = round_record
     result = r.result
     overlay = None
+    tiles: tuple[ImagePart, ...] = ()
     reply_text = None
     cards: tuple[VerdictCard, ...] = ()
     if result is not None:
         if result.reply is not None:
             reply_text = result.reply.text
-            images = result.reply.images
-            overlay = images[-1] if images and r.error is None else None
+            images = result.reply.images  # the tools attach the overlay first, then its tiles (a dense set)
+            if images and r.error is None:
+                overlay, tiles = images[0], tuple(images[1:])
         cards = tuple(verdict_card(v, len(result.verdicts)) for v in result.verdicts)
     mistake = None
     stopped = r.error == "cancelled"  # the agent's marker for a round the user stopped
@@ -214,6 +218,7 @@ def round_view(round_record: Round, max_rounds: int | None, finished_at: float |
         reply_text=reply_text,
         summary=result.summary if result is not None else "",
         overlay=overlay,
+        tiles=tiles,
         cards=cards,
         seconds=r.vlm_seconds + r.tool_seconds,
         prompt_tokens=r.prompt_tokens,

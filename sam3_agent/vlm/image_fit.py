@@ -13,7 +13,9 @@ between ``min_pixels`` and ``max_pixels``.
 - ``check_photo`` refuses a user photo that has no sensible view at the model's pixel budget (a strip
   so thin that it would be less than one image token tall), with a message saying what to do.
 
-Backends expose their limits as ``image_limits`` (``limits_of`` falls back to ``DEFAULT_LIMITS``).
+Backends expose their limits as ``image_limits`` (``limits_of`` falls back to ``DEFAULT_LIMITS``); the agent hands
+the main VLM's ``pixel_bounds`` to the views it draws (``imaging.legibility.PixelBounds``), so labels are sized for
+the size this VLM sees: the one source of the bounds is the backend.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 from PIL import Image
 
 from ..errors import InputError
+from ..imaging.legibility import PixelBounds
 from ..limits import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
 from ..messages import ImagePart, Message
 
@@ -66,6 +69,11 @@ class ImageLimits:
             raise ValueError(f"min_pixels ({self.min_pixels}) is larger than max_pixels ({self.max_pixels})")
         if not 1 <= self.max_aspect_ratio < PROCESSOR_MAX_ASPECT_RATIO:
             raise ValueError(f"max_aspect_ratio must be in [1, {PROCESSOR_MAX_ASPECT_RATIO}), got {self.max_aspect_ratio}")
+
+    @property
+    def pixel_bounds(self) -> PixelBounds:
+        """The pixel bounds, as the views drawn for this VLM take them (their labels are sized for what it sees)."""
+        return PixelBounds(self.min_pixels, self.max_pixels)
 
     @staticmethod
     def of_processor(image_processor: Any, size: dict[str, int]) -> ImageLimits:

@@ -166,6 +166,12 @@ class OpenAIServerVLM:
         return view
 
     @property
+    def tool_schema(self) -> str | None:
+        """``"request"`` once ``with_tools`` gave a schema (sent as the request's ``tools``: the server's chat template
+        and tool parser decide what the model sees), else ``None``."""
+        return "request" if self.tools else None
+
+    @property
     def url(self) -> str:
         """The chat-completions endpoint."""
         return self.base_url + "/chat/completions"

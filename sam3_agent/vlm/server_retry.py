@@ -18,6 +18,8 @@ from typing import Any
 import requests
 import urllib3
 
+from ..limits import MAX_MAIN_IMAGES
+
 logger = logging.getLogger(__name__)
 
 EXCERPT_CHARS = 500  # how much of a server's error body goes into a message
@@ -80,6 +82,11 @@ _CONTEXT_LENGTH = re.compile(
     r"|(?:input|prompt|sequence)[^.]{0,40}(?:too long|longer than|exceeds)", re.IGNORECASE)
 
 
+# vLLM's refusals of more images than --limit-mm-per-prompt allows ("At most 3 image(s) may be provided in one
+# request.", older: "... in one prompt."; "You set image=2 ... but passed 3 image items in the same prompt.")
+_IMAGE_COUNT = re.compile(r"image\(s\) may be provided|image items in the same prompt|limit.mm.per.prompt", re.IGNORECASE)
+
+
 def error_hint(status: int | None, text: str, request_bytes: int | None = None) -> str:
     """What to change for an HTTP error ``status`` (``None``: an error chunk in the stream) whose body is ``text``
     (with a leading space), or ``""``. ``request_bytes``: the size of the request, named for a 413."""
@@ -91,6 +98,10 @@ def error_hint(status: int | None, text: str, request_bytes: int | None = None) 
         size = f" of {request_bytes:,} bytes" if request_bytes else ""
         return (f" (the request{size} is larger than the server or a proxy in front of it accepts: send smaller "
                 "images with --max-pixels, or raise the proxy's body limit, e.g. nginx's client_max_body_size)")
+    if status in (None, 400, 422) and _IMAGE_COUNT.search(text):
+        return (f" (the server takes fewer images per request than the agent sends: up to {MAX_MAIN_IMAGES} in a "
+                "main request (the photo, the overlay and, for a dense set, its four tiles) and 3 in a verification; "
+                f"start it with vLLM's --limit-mm-per-prompt '{{\"image\": {MAX_MAIN_IMAGES}}}')")
     if status in (None, 400, 422) and _CONTEXT_LENGTH.search(text):
         return (" (the request is longer than the model's context on the server: send smaller images with "
                 "--max-pixels, or start the server with a longer context, e.g. vLLM's --max-model-len 32768)")

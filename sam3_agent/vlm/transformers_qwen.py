@@ -27,12 +27,13 @@ from ..engine.decoded import Decoded, EngineError
 from ..engine.decoding import DecodingSettings, ModelDecoding, model_decoding
 from ..engine.kv_prefix import DEFAULT_PREFIX_CACHE_BYTES, DEFAULT_PREFIX_CACHE_ENTRIES, PrefixCacheStats
 from ..engine.qwen_engine import QwenEngine
+from ..engine.qwen_inputs import takes_pixel_bounds
 from ..engine.sampling import Sampling
 from ..engine.usage import VLMUsage
 from ..errors import BackendError, InputError
 from ..messages import Generation, Message
 from .base import StreamItem
-from .image_fit import ImageLimits, checked_image_size, fit_messages
+from .image_fit import DEFAULT_LIMITS, ImageLimits, checked_image_size, fit_messages
 from .qwen_load import (
     check_local_folder,
     check_takes_images,
@@ -57,7 +58,8 @@ class TransformersQwenVLM:
         processor: the loaded processor (tokenizer, image processor, chat template).
         device: torch device string the model runs on (``"cuda"`` or ``"cpu"``...).
         image_size: image-processor pixel bounds used on every call:
-            ``{"shortest_edge": min pixels, "longest_edge": max pixels}`` (pixels after resizing).
+            ``{"shortest_edge": min pixels, "longest_edge": max pixels}`` (pixels after resizing); ``None`` for a
+            processor that is not a Qwen-VL one (``engine.qwen_inputs.takes_pixel_bounds``): it sizes images itself.
         defaults: this model's decoding defaults for main and verification calls (``engine.decoding``).
         decoding: what this object's calls use (token budget, sampling).
         prefix_store: the prefix KV caches of this model (``None`` when ``prefix_cache`` is off or
@@ -87,7 +89,7 @@ class TransformersQwenVLM:
         processor: Any,
         *,
         device: str,
-        image_size: dict[str, int],
+        image_size: dict[str, int] | None,
         max_new_tokens: int | None = None,
         sampling: Sampling | None = None,
         prefix_cache: bool = True,
@@ -108,7 +110,8 @@ class TransformersQwenVLM:
             prefix_cache_entries=prefix_cache_entries, prefix_cache_bytes=prefix_cache_bytes,
             record_output_ids=record_output_ids, plain_loop=plain_loop,  # type: ignore[arg-type]
         )
-        self.image_limits = ImageLimits.of_processor(processor.image_processor, self._engine.image_size)
+        self.image_limits = (DEFAULT_LIMITS if self._engine.image_size is None
+                             else ImageLimits.of_processor(processor.image_processor, self._engine.image_size))
         self.starts_in_reasoning = self._engine.opens_thinking()
         self.defaults: ModelDecoding = model_decoding(
             model.generation_config, model.config.model_type, self.starts_in_reasoning
@@ -133,7 +136,10 @@ class TransformersQwenVLM:
         prefix_cache_entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
     ) -> TransformersQwenVLM:
-        """Load a Qwen2.5-VL or Qwen3-VL checkpoint (Hub id or local folder) once.
+        """Load a Qwen-VL checkpoint (Qwen2.5-VL, Qwen3-VL, Qwen3.5/3.6), or any other image-text-to-text model
+        ``AutoModelForImageTextToText`` loads (Hub id or local folder), once. Another family runs on plain
+        ``generate`` with its own processor and chat template (``engine.cache_support``: the reason is logged and
+        recorded).
 
         Args:
             model_id: Hub repository id (e.g. ``DEFAULT_VLM_MODEL``) or path of a saved folder.
@@ -144,7 +150,8 @@ class TransformersQwenVLM:
                 token covers ``(patch_size * merge_size)**2`` pixels (28*28 for Qwen2.5-VL,
                 32*32 for Qwen3-VL), so ``max_pixels`` bounds the image tokens. ``None``: the
                 tighter of the checkpoint's bound and ``DEFAULT_MIN_PIXELS`` / ``DEFAULT_MAX_PIXELS``
-                (never more image tokens than either allows); an unset minimum never exceeds the maximum.
+                (never more image tokens than either allows); an unset minimum never exceeds the maximum. A
+                processor that is not a Qwen-VL one sizes images itself: the bounds are then not applied (logged).
             max_new_tokens / sampling: default token limit and sampling of a call; ``None``: the model's
                 defaults for its main calls (``defaults.main``).
             prefix_cache / prefix_cache_entries / prefix_cache_bytes: see the class.
@@ -163,7 +170,7 @@ class TransformersQwenVLM:
         device, dtype = device_and_dtype(device)
         started = time.perf_counter()
         processor = load_processor(model_id, device)
-        image_size = checked_image_size(processor.image_processor.size, min_pixels, max_pixels, model_id)
+        image_size = _pixel_bounds(processor.image_processor, min_pixels, max_pixels, model_id)
         model = load_qwen_model(model_id, device, dtype)  # straight to the device, every weight checked
         logger.info(
             "loaded VLM %s on %s (%s) in %.1f s; image pixels %s",
@@ -216,11 +223,18 @@ class TransformersQwenVLM:
         return view
 
     def with_tools(self, tools: list[dict[str, Any]]) -> TransformersQwenVLM:
-        """This model with ``tools`` passed to the chat template (``tools=``: the function schema of the native tool
-        format); shares the loaded model, its lock, caches and counters."""
+        """This model shown ``tools`` (the function schema of the native tool format) in every request: passed to the
+        chat template (``tools=``) or, for a template that drops them (Qwen2.5-VL's), written into the system turn
+        (``engine.qwen_tools``); shares the loaded model, its lock, caches and counters."""
         view = copy.copy(self)
         view._engine = self._engine.with_tools(tools)
         return view
+
+    @property
+    def tool_schema(self) -> str | None:
+        """How a ``with_tools`` view shows the schema: ``"chat_template"`` or ``"system_turn"``; ``None`` without
+        tools."""
+        return self._engine.tool_schema
 
     def decoding_paths(self) -> dict[str, Any]:
         """Which decoding path the engine chose for this model and why (``engine.cache_support``), for a trace."""
@@ -366,3 +380,15 @@ class TransformersQwenVLM:
         if error.stage == "prepare":
             return BackendError(f"{self.name}: could not prepare the request for the model: {error.cause}")
         return BackendError(generation_error_message(self.name, error.cause))
+
+
+def _pixel_bounds(image_processor: Any, min_pixels: int | None, max_pixels: int | None,
+                  model_id: str) -> dict[str, int] | None:
+    """The pixel bounds of a Qwen-VL image processor (``image_fit.checked_image_size``); ``None`` for another kind,
+    which resizes every image its own way (bounds asked for are then not applied, and the log says so)."""
+    if takes_pixel_bounds(image_processor):
+        return checked_image_size(image_processor.size, min_pixels, max_pixels, model_id)
+    if min_pixels is not None or max_pixels is not None:
+        logger.warning("%s: its image processor (%s) resizes images to a size of its own; min/max pixels are not "
+                       "applied", model_id, type(image_processor).__name__)
+    return None

@@ -81,33 +81,52 @@ PHONE = {"width": 390, "height": 844}
 
 
 @contextlib.contextmanager
-def open_page(url: str, profile: Path, init_script: str | None = None, viewport: dict[str, int] | None = None):
-    """A Playwright page on ``url`` in headless Chromium (fresh profile, ``viewport`` (default 1600x1000; a phone's
-    size also gets touch and a mobile user agent), downloads allowed)."""
+def open_browser(downloads: Path | None = None):
+    """Headless Debian Chromium (one per test module: Playwright runs one at a time per thread); ``downloads``: the
+    folder its downloads land in. Open pages in it with ``new_page``."""
     from playwright.sync_api import expect, sync_playwright
 
     # Actions and assertions wait up to WAIT_MS for their condition (Playwright's own 5 s default is too short on
     # a 2-core machine that is busy with other work); a step that is ready goes on at once.
     expect.set_options(timeout=WAIT_MS)
-
     SHOTS.mkdir(parents=True, exist_ok=True)
+    if downloads:
+        downloads.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        size = viewport or {"width": 1600, "height": 1000}
-        phone = size["width"] < 600
-        context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=str(CHROMIUM), args=BROWSER_FLAGS, headless=True,
-            viewport=size, accept_downloads=True, is_mobile=phone, has_touch=phone,
-        )
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_FLAGS, headless=True,
+                                             downloads_path=str(downloads) if downloads else None)
         try:
-            page = context.new_page()
-            page.set_default_timeout(WAIT_MS)
-            if init_script:
-                page.add_init_script(init_script)
-            page.goto(url)
-            page.wait_for_selector("#run-btn")
+            yield browser
+        finally:
+            browser.close()
+
+
+def new_page(browser, url: str, viewport: dict[str, int] | None = None, init_script: str | None = None):
+    """A page on ``url`` in a fresh context of ``browser`` (``viewport`` default 1600x1000; a phone's size also gets
+    touch, so ``tap`` works, and a mobile user agent), downloads allowed; closing the page's context is the caller's."""
+    size = viewport or {"width": 1600, "height": 1000}
+    phone = size["width"] < 600
+    context = browser.new_context(viewport=size, accept_downloads=True, is_mobile=phone, has_touch=phone)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    if init_script:
+        page.add_init_script(init_script)
+    page.goto(url)
+    page.wait_for_selector("#run-btn")
+    return page
+
+
+@contextlib.contextmanager
+def open_page(url: str, profile: Path, init_script: str | None = None, viewport: dict[str, int] | None = None):
+    """A Playwright page on ``url`` in headless Chromium (``new_page``: fresh context, ``viewport`` default 1600x1000,
+    a phone's size with touch); ``profile``: the folder the browser's downloads land in. ``page.context.browser``
+    opens more contexts (another size) in the same browser."""
+    with open_browser(profile) as browser:
+        page = new_page(browser, url, viewport, init_script)
+        try:
             yield page
         finally:
-            context.close()
+            page.context.close()
 
 
 def ready(locator):
@@ -117,11 +136,24 @@ def ready(locator):
     return locator
 
 
+def has_touch(page) -> bool:
+    """True when the page is a touch screen's (a phone's size in ``new_page``)."""
+    return bool(page.evaluate("navigator.maxTouchPoints > 0"))
+
+
+def press(locator) -> None:
+    """What a person does to press ``locator``: tap it on a touch screen, click it elsewhere."""
+    if has_touch(locator.page):
+        locator.tap()
+    else:
+        locator.click()
+
+
 def show_tab(page, name: str, panel: str) -> None:
-    """Bring tab ``name`` to the front and wait until its panel (CSS selector) is shown."""
+    """Bring tab ``name`` to the front (tapped on a touch screen) and wait until its panel (CSS selector) is shown."""
     from playwright.sync_api import expect
 
-    page.get_by_role("tab", name=name, exact=True).click()
+    press(page.get_by_role("tab", name=name, exact=True))
     expect(page.get_by_role("tab", name=name, exact=True)).to_have_attribute("aria-selected", "true")
     expect(page.locator(panel)).to_be_visible()
 

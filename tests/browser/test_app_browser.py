@@ -118,8 +118,8 @@ def test_context_panel_greys_out_the_messages_dropped_after_a_second_phrase_and_
     expect(dropped.first.locator(".ctx-reason")).to_have_text(
         "Why: before the latest segment_phrase: its masks no longer exist")
     expect(panel.locator('.ctx-msg.ctx-image-text[data-index="5"] .ctx-reason')).to_have_text(
-        "Why: its overlay shows masks that no longer exist: at most 2 images are sent, the raw image and the "
-        "current masks' overlay")
+        "Why: its overlay shows masks that no longer exist: only the raw image and the current masks' overlay are "
+        "sent (with the overlay's tiles, for a dense set)")
     page.locator("#context-panel").screenshot(path=str(SHOTS / "03_context_panel_why_dropped.png"))
     # greyed out, yet every word readable (WCAG AA: 4.5:1), and the tag too
     assert contrast(page, "#context-panel .ctx-dropped .ctx-text") >= 4.5
@@ -208,7 +208,7 @@ def test_a_downloaded_trace_steps_through_the_same_rounds_in_the_inspection_tab(
     expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
 
 
-def test_a_timeline_row_opens_its_round_and_a_wrong_number_is_a_message(page, finished_run):
+def test_a_timeline_row_opens_its_round_and_a_number_outside_the_trace_shows_its_last_round(page, finished_run):
     # continues in the Inspect tab with the trace loaded by the test above
     timeline = page.locator("#timeline table.timeline")
     expect(timeline.locator("tbody tr")).to_have_count(4)
@@ -219,10 +219,16 @@ def test_a_timeline_row_opens_its_round_and_a_wrong_number_is_a_message(page, fi
     page.screenshot(path=str(SHOTS / "06_inspect_timeline_round2.png"), full_page=True)
     number = page.locator("#round-number input")
     number.fill("9")
-    number.press("Enter")
     expect(page.locator("#inspect-round .status-error")).to_have_text(
-        "There is no round 9: this trace has rounds 1 to 4. Pick one in the timeline.")
+        "There is no round 9: this trace has rounds 1 to 4. Showing round 4.")
+    expect(page.locator('#inspect-round section.round[data-round="4"]')).to_be_visible()
+    expect(number).to_have_value("4")  # the box says the round shown
+    expect(timeline.locator("tr.timeline-current")).to_have_attribute("data-round", "4")
     page.screenshot(path=str(SHOTS / "07_inspect_round_out_of_range.png"), full_page=True)
+    number.fill("")  # a box left empty gets the round shown back
+    number.blur()
+    expect(number).to_have_value("4")
+    expect(page.locator('#inspect-round section.round[data-round="4"]')).to_be_visible()
 
 
 def test_a_file_that_is_not_a_trace_is_refused_with_a_message(page, finished_run, tmp_path):

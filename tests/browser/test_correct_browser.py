@@ -21,12 +21,12 @@ if not Path("/usr/bin/chromium").exists():
                 allow_module_level=True)
 
 import browser_app
-from browser_app import ROOT, RUN_MS, SHOTS, open_page, running_app, show_tab
+from browser_app import ROOT, RUN_MS, SHOTS, new_page, open_page, running_app, show_tab
 from playwright.sync_api import Page, expect
 from pycocotools.coco import COCO
 
 from sam3_agent.correct.export import load_bundle
-from sam3_agent.edit_ops import BrushStroke, ClickMask
+from sam3_agent.edit_ops import BoxMask, BrushStroke, ClickMask
 from sam3_agent.ui.correct.layout import DEFAULT_BRUSH_PX
 
 PHOTO = ROOT / "sam3_agent" / "assets" / "coffee.jpg"  # 600 x 400
@@ -334,14 +334,12 @@ TABS = {"Run": "#run-btn", "Inspect a trace": "#trace-file", "Correct": "#correc
 
 
 def test_on_a_phone_every_tab_shows_and_rapid_taps_are_all_applied(app_url, page, corrected):
-    # a second page of the same browser at a phone's size (one Playwright per process: the module's page has it)
-    phone = page.context.new_page()
+    # a phone (a touch screen: tabs and tools are tapped) in the module's browser (one Playwright per process)
+    phone = new_page(page.context.browser, app_url, browser_app.PHONE)
     try:
-        phone.set_viewport_size(browser_app.PHONE)
-        phone.goto(app_url)
         for name, panel in TABS.items():  # each tab is in the tab bar itself, not behind a menu
             expect(phone.get_by_role("tab", name=name, exact=True)).to_be_visible()
-            show_tab(phone, name, panel)
+            show_tab(phone, name, panel)  # tapped
         phone.screenshot(path=str(SHOTS / "correct_phone_1_tabs.png"))
         show_tab(phone, "Correct", "#correct-canvas")
         phone.set_input_files("#correct-file input[type=file]", str(corrected[1]))  # the bundle saved above
@@ -352,7 +350,56 @@ def test_on_a_phone_every_tab_shows_and_rapid_taps_are_all_applied(app_url, page
         assert box["x"] >= 0 and box["x"] + box["width"] <= browser_app.PHONE["width"]  # no column cut off
         assert phone.evaluate("document.documentElement.scrollWidth") == browser_app.PHONE["width"]  # nor sideways
         phone.screenshot(path=str(SHOTS / "correct_phone_2_loaded.png"), full_page=True)
-        phone.locator("#canvas-tool label").filter(has_text="3 Point on (+)").click()
-        rapid_edits(phone, phone.mouse.click)
+        browser_app.press(phone.locator("#canvas-tool label").filter(has_text="3 Point on (+)"))
+        rapid_edits(phone, phone.touchscreen.tap)
     finally:
-        phone.close()
+        phone.context.close()
+
+
+BOX = (180, 20, 420, 300)  # image pixels of the box drawn around the cup (x1, y1, x2, y2)
+
+
+def test_a_box_dragged_on_the_canvas_makes_a_mask_inside_it_and_a_flat_one_is_refused(page, corrected, tmp_path):
+    status = page.locator("#correct-status")
+    masks = int(re.search(r"Corrected answer: (\d+) mask", status.inner_text()).group(1))
+    rows = page.locator("#correct-masks tr[data-mask]").count()
+    press(page, "Escape")  # nothing selected: the box makes a new mask
+    expect(status).not_to_contain_text("Selected:")
+    press(page, "7")  # the Box tool
+    expect(page.locator("#canvas-tool input[type=radio]").nth(6)).to_be_checked()
+    drag_on_canvas(page, [(BOX[0], BOX[1]), ((BOX[0] + BOX[2]) // 2, (BOX[1] + BOX[3]) // 2), (BOX[2], BOX[3])])
+    expect(status).to_contain_text(re.compile(rf"Corrected answer: {masks + 1} masks .* Last edit: box -> new mask\. "
+                                              r".* Selected: mask \d+\."))
+    page.locator("#correct-canvas").screenshot(path=str(SHOTS / "correct_10_box.png"))
+    # a drag along a line has no area: refused with a message, nothing lost
+    drag_on_canvas(page, [(100, 350), (300, 350)])
+    status_says(page, "has no area on the image: drag a box around the object (or tap two opposite corners). "
+                      "Nothing was changed.")
+    expect(page.locator("#correct-masks tr[data-mask]")).to_have_count(rows + 1)
+    page.screenshot(path=str(SHOTS / "correct_11_box_refused.png"), full_page=True)
+    bundle = load_bundle(download(page, "#export-bundle-btn", "bundle.zip", tmp_path,
+                                  f"Exported the bundle ({masks + 1} masks)").read_bytes())
+    last = bundle.trace.edits[-1]
+    assert isinstance(last, BoxMask) and last.index is None and last.points == ()
+    # the box in the photo's pixels: the corners' pixel centres (x + 0.5), whatever the canvas's zoom
+    assert all(abs(got - (want + 0.5)) < 0.5 for got, want in zip(last.box, BOX))
+    assert len(bundle.state.corrected_items()) == masks + 1
+
+
+def test_on_a_phone_two_taps_draw_a_box(app_url, page, corrected):
+    phone = new_page(page.context.browser, app_url, browser_app.PHONE)  # a touch screen: every press is a tap
+    try:
+        show_tab(phone, "Correct", "#correct-canvas")
+        phone.set_input_files("#correct-file input[type=file]", str(corrected[1]))  # the bundle saved above
+        status_says(phone, "Corrected answer: 3 masks (the agent chose 1).")
+        browser_app.press(phone.locator("#canvas-tool label").filter(has_text="7 Box"))
+        bring_canvas_into_view(phone)
+        phone.touchscreen.tap(*on_canvas(phone, BOX[0], BOX[1]))  # one corner: a cross, and the hint
+        expect(phone.locator("#correct-canvas .cv-pending")).to_have_text("Box: tap the opposite corner")
+        phone.locator("#correct-canvas").screenshot(path=str(SHOTS / "correct_phone_3_box_corner.png"))
+        phone.touchscreen.tap(*on_canvas(phone, BOX[2], BOX[3]))  # the opposite one
+        status_says(phone, "Corrected answer: 4 masks (the agent chose 1). Last edit: box -> new mask.")
+        expect(phone.locator("#correct-canvas .cv-pending")).to_be_hidden()
+        phone.screenshot(path=str(SHOTS / "correct_phone_4_box.png"), full_page=True)
+    finally:
+        phone.context.close()

@@ -24,7 +24,7 @@ from browser_app import SHOTS, open_page, running_app
 from dataset_fixtures import review_batch
 from playwright.sync_api import Page, expect
 
-from sam3_agent.ui.review.handlers import EXPORT_FILE
+from sam3_agent.datasets.review.exports import EXPORT_FILE
 
 
 def press(page: Page, key: str) -> None:

@@ -26,9 +26,12 @@ import dataclasses
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from PIL import Image
 
 from ...correct.edits import EditState
 from ...correct.export import coco_document
@@ -323,9 +326,11 @@ class ReviewQueue:
                 image_ids[item.id] = last
         return image_ids
 
-    def coco(self, include_unreviewed: bool = False) -> dict[str, Any]:
+    def coco(self, include_unreviewed: bool = False,
+             on_image: Callable[[int, Image.Image], None] | None = None) -> dict[str, Any]:
         """The COCO instance document of the reviewed dataset (see the module docstring); loads with
-        ``pycocotools.coco.COCO``.
+        ``pycocotools.coco.COCO``. ``on_image(image_id, photo)`` is called for each image it lists (the YOLO export
+        saves the photos with it, one at a time).
 
         Raises:
             TraceFormatError: the trace of an exported item is missing or malformed.
@@ -347,6 +352,8 @@ class ReviewQueue:
                 left_out.append(opened.item.id)
                 continue
             width, height = opened.trace.image.size
+            if on_image is not None:
+                on_image(image_ids[opened.item.id], opened.trace.image)
             state = EditState.from_trace(opened.trace)  # not reviewed: no edits, the agent's masks
             document = coco_document(state.corrected_items(), width, height, file_name=opened.item.image,
                                      image_id=image_ids[opened.item.id])

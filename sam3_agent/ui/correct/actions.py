@@ -1,9 +1,9 @@
-"""What a person does to a Correct session: start it, select, show or hide, click, brush, relabel, delete, bring in,
-undo and redo, and the view style.
+"""What a person does to a Correct session: start it, select, show or hide, click, draw a box, brush, relabel, delete,
+bring in, undo and redo, and the view style.
 
 No Gradio here. Every action takes a ``CorrectSession`` and returns a new one (or raises ``InputError`` with a
-message for the person and changes nothing). Clicks and strokes arrive in view pixels (``geometry``); every edit
-happens at full resolution. Tools: ``tools``.
+message for the person and changes nothing). Clicks, boxes and strokes arrive in view pixels (``geometry``); every
+edit happens at full resolution. Tools: ``tools``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from PIL import Image
 
 from ...correct import edits
 from ...correct.edits import EditState
+from ...correct.prompted import refine_with_points, segment_box
 from ...correct.strokes import stroke_from_view_points
-from ...edit_ops import ClickMask, RelabelMask, ToggleMask
+from ...edit_ops import BoxMask, ClickMask, RelabelMask, ToggleMask
 from ...errors import InputError
 from ...types import Trace
 from .geometry import VIEW_MAX_SIDE, ViewGeometry
@@ -109,23 +110,28 @@ def mask_at(session: CorrectSession, x: float, y: float, include_hidden: bool = 
     return hidden[-1] if include_hidden and hidden else None
 
 
-def pending_clicks(session: CorrectSession) -> tuple[tuple[tuple[float, float], ...], tuple[int, ...]]:
-    """The clicks the next point click builds on: those of the latest pixel-changing edit when it was a click edit
-    that made or refined the selected mask, else none. Relabelling and showing/hiding masks change no pixels, so
-    they do not break the chain (label a clicked mask, then click off the object: the earlier clicks still count).
-    Points are full-resolution (x, y); labels 1 positive / 0 negative.
+Prompt = tuple[tuple[float, float, float, float] | None, tuple[tuple[float, float], ...], tuple[int, ...]]
+
+
+def pending_prompt(session: CorrectSession) -> Prompt:
+    """(box, points, labels) the next point click builds on: those of the latest pixel-changing edit when it was a
+    click or box edit that made or refined the selected mask, else none (``(None, (), ())``). Relabelling and
+    showing/hiding masks change no pixels, so they do not break the chain (label a clicked mask, then click off the
+    object: the earlier clicks still count). Box: (x1, y1, x2, y2); points (x, y); all full-resolution pixels;
+    labels 1 positive / 0 negative.
 
     Deriving them from the history keeps them right after undo and redo.
     """
+    none: Prompt = (None, (), ())
     if session.selected is None:
-        return (), ()
+        return none
     last = next((op for op in reversed(session.state.applied) if not isinstance(op, (RelabelMask, ToggleMask))), None)
-    if not isinstance(last, ClickMask):
-        return (), ()
+    if not isinstance(last, (ClickMask, BoxMask)):
+        return none
     made_it = last.index is None and session.selected == len(session.state.items) - 1  # relabel/toggle add no mask
     if last.index == session.selected or made_it:
-        return last.points, last.labels
-    return (), ()
+        return (last.box if isinstance(last, BoxMask) else None), last.points, last.labels
+    return none
 
 
 # ------------------------------------------------------------------ edits
@@ -169,12 +175,13 @@ def click(session: CorrectSession, mode: str, x: Any, y: Any, segmenter: Any = N
     - toggle: the mask under the click is hidden (or a hidden one there shown again);
     - select: the mask under the click is selected (nothing there: the selection is cleared);
     - point on / off: a positive / negative point; SAM 3's point-prompt model (``segmenter``, a
-      ``sam.tracker.PointSegmenter``) runs on it plus the selected mask's earlier clicks (``pending_clicks``), and its
-      mask replaces the selected mask, or becomes a new mask (then selected) when nothing is selected.
+      ``sam.tracker.PointSegmenter``) runs on it plus the selected mask's earlier clicks and box
+      (``pending_prompt``), and its mask replaces the selected mask, or becomes a new mask (then selected) when
+      nothing is selected.
 
     Raises:
         InputError: a click outside the image, nothing under a toggle click, an unknown tool, no model for point
-            clicks, or what ``edits.refine_with_points`` refuses (e.g. only negative points, an empty result).
+            clicks, or what ``prompted.refine_with_points`` refuses (e.g. only negative points, an empty result).
         BackendError: the point-prompt model failed.
     """
     if mode not in CLICK_TOOLS:
@@ -191,10 +198,33 @@ def click(session: CorrectSession, mode: str, x: Any, y: Any, segmenter: Any = N
     if segmenter is None:
         raise InputError("SAM 3's point-prompt model is not available in this app: use the brush instead")
     selected = live_index(session, session.selected)
-    points, labels = pending_clicks(session)
+    box_before, points, labels = pending_prompt(session)
     points = points + ((fx, fy),)
     labels = labels + (1 if mode == TOOL_POSITIVE else 0,)
-    state = edits.refine_with_points(session.state, selected, session.trace.image, points, labels, segmenter)
+    if box_before is not None:  # clicks after a box refine what the box gave
+        state = segment_box(session.state, selected, session.trace.image, box_before, segmenter, points, labels)
+    else:
+        state = refine_with_points(session.state, selected, session.trace.image, points, labels, segmenter)
+    return _after(session, state, selected if selected is not None else len(state.items) - 1)
+
+
+def box(session: CorrectSession, x1: Any, y1: Any, x2: Any, y2: Any, segmenter: Any = None) -> CorrectSession:
+    """A box dragged (or tapped corner to corner) from view pixel (x1, y1) to (x2, y2), pixel edges, corners in any
+    order: mapped to full resolution and clipped to the photo (``ViewGeometry.box_to_image``), then SAM 3's
+    point-prompt model (``segmenter``) segments inside it. Its mask replaces the selected mask, or becomes a new mask
+    (then selected) when nothing is selected. A box starts afresh: the mask's earlier clicks are not used, and point
+    clicks after it refine what it gave (``pending_prompt``).
+
+    Raises:
+        InputError: no model in this app; a box wholly outside the photo, or one with no area (a tap, a line), or
+            what ``prompted.segment_box`` refuses (an empty result).
+        BackendError: the point-prompt model failed.
+    """
+    corners = session.geometry.box_to_image(x1, y1, x2, y2)
+    if segmenter is None:
+        raise InputError("SAM 3's point-prompt model is not available in this app: use the brush instead")
+    selected = live_index(session, session.selected)
+    state = segment_box(session.state, selected, session.trace.image, corners, segmenter)
     return _after(session, state, selected if selected is not None else len(state.items) - 1)
 
 

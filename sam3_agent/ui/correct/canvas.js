@@ -6,8 +6,12 @@
 // drag or the middle button, arrow keys), and clicks and brush strokes go to Python as "select" events:
 //   {kind: "click", tool, x, y}            x, y: the image's own pixels, edges at 0 and width (Gradio's convention)
 //   {kind: "stroke", tool, points, radius}  points: [[x, y], ...] pixel centres (pixel c is centred on c), radius px
+//   {kind: "box", tool, x1, y1, x2, y2}     two opposite corners, pixel edges like a click (any order; may lie off
+//                                          the photo: Python clips the box, and refuses one with no area on it)
 //   {kind: "deselect"}                      Escape: nothing selected, so the next click or stroke makes a new mask
 // The tool is the checked input of the tool picker (#canvas-tool, in TOOLS order); the brush diameter is #brush-size.
+// With the box tool a drag draws the box; a tap without a drag sets one corner (a cross shows it) and the next tap
+// the opposite one, so a phone can draw a box with two taps. Esc or another tool drops a lone corner.
 // Keyboard shortcuts (listed on the page) work while the Correct tab shows and no text-entry field has the focus (a
 // focused radio, check box or slider keeps only the keys it uses itself: arrows, Home/End, Page Up/Down).
 //
@@ -21,6 +25,8 @@ const BRUSHES = ["paint", "erase"];
 const view = {scale: 1, x: 0, y: 0, width: 0, height: 0, boxWidth: 0, boxHeight: 0};
 let drag = null;
 let spaceDown = false;
+let corner = null;  // the box tool's first corner, [x, y] image pixels, while it waits for the second tap
+const DRAG_PX = 4;  // screen pixels a press moves before it is a drag (a pan, or a box) rather than a click or tap
 const ANSWER_WAIT_MS = 60000;  // an answer that never comes (a lost connection) holds the queue this long at most
 // one queue per page, even if Gradio mounts this component again
 const edits = window.__sam3CanvasEdits || (window.__sam3CanvasEdits = {waiting: [], sent: null, timer: null});
@@ -129,6 +135,29 @@ function strokePath(context, points, radius) {
   }
 }
 
+function frame(context, x1, y1, x2, y2) {
+  // black edge, white core, like a stroke: visible on any photo
+  for (const [color, width] of [["rgba(0,0,0,0.85)", 4], ["rgba(255,255,255,0.95)", 2]]) {
+    context.strokeStyle = color;
+    context.lineWidth = width / view.scale;
+    context.strokeRect(Math.min(x1, x2), Math.min(y1, y2), Math.abs(x2 - x1), Math.abs(y2 - y1));
+  }
+}
+
+function cross(context, x, y) {
+  const arm = 9 / view.scale;
+  for (const [color, width] of [["rgba(0,0,0,0.85)", 4], ["rgba(255,255,255,0.95)", 2]]) {
+    context.strokeStyle = color;
+    context.lineWidth = width / view.scale;
+    context.beginPath();
+    context.moveTo(x - arm, y);
+    context.lineTo(x + arm, y);
+    context.moveTo(x, y - arm);
+    context.lineTo(x, y + arm);
+    context.stroke();
+  }
+}
+
 function ring(context, x, y) {
   const r = 7 / view.scale;  // 7 screen pixels at any zoom
   for (const [color, width] of [["rgba(0,0,0,0.85)", 4], ["rgba(255,255,255,0.95)", 2]]) {
@@ -151,9 +180,12 @@ function drawMarks() {
   const pending = [edits.sent, ...edits.waiting].filter((item) => item && item.mark);
   for (const {mark} of pending) {
     if (mark.kind === "stroke") strokePath(context, mark.points, mark.radius);
+    else if (mark.kind === "box") frame(context, mark.x1, mark.y1, mark.x2, mark.y2);
     else ring(context, mark.x, mark.y);
   }
   if (drag && drag.kind === "stroke") strokePath(context, drag.points, drag.radius);
+  if (drag && drag.kind === "box" && drag.dragged) frame(context, ...drag.at, ...drag.to);
+  if (corner) cross(context, ...corner);
 }
 
 function showPending() {
@@ -166,8 +198,9 @@ function showPending() {
     bar.prepend(badge);
   }
   if (badge) {
-    badge.textContent = count ? `Applying ${count} edit${count === 1 ? "" : "s"}...` : "";
-    badge.hidden = !count;
+    const applying = count ? `Applying ${count} edit${count === 1 ? "" : "s"}...` : "";
+    badge.textContent = corner ? `${applying} Box: tap the opposite corner`.trim() : applying;
+    badge.hidden = !count && !corner;
   }
   drawMarks();
 }
@@ -218,6 +251,9 @@ element.addEventListener("pointerdown", (event) => {
     const [x, y] = toImage(event);
     drag = {kind: "stroke", tool: chosen, radius: brushRadius(), points: [[x - 0.5, y - 0.5]]};
     drawMarks();
+  } else if (chosen === "box" && !panning && event.button === 0) {
+    drag = {kind: "box", tool: chosen, sx: event.clientX, sy: event.clientY, at: toImage(event), to: toImage(event),
+            dragged: false};
   } else {
     drag = {kind: panning ? "pan" : "press", tool: chosen, sx: event.clientX, sy: event.clientY, x0: view.x,
             y0: view.y, at: toImage(event)};
@@ -238,7 +274,13 @@ element.addEventListener("pointermove", (event) => {
   }
   const dx = event.clientX - drag.sx;
   const dy = event.clientY - drag.sy;
-  if (drag.kind === "press" && Math.hypot(dx, dy) > 4) drag.kind = "pan";  // a click tool drags to pan
+  if (drag.kind === "box") {
+    drag.to = toImage(event);
+    drag.dragged = drag.dragged || Math.hypot(dx, dy) > DRAG_PX;
+    drawMarks();
+    return;
+  }
+  if (drag.kind === "press" && Math.hypot(dx, dy) > DRAG_PX) drag.kind = "pan";  // a click tool drags to pan
   if (drag.kind === "pan") {
     view.x = drag.x0 + dx;
     view.y = drag.y0 + dy;
@@ -246,11 +288,28 @@ element.addEventListener("pointermove", (event) => {
   }
 });
 
+function sendBox(tool, [x1, y1], [x2, y2]) {
+  const value = {kind: "box", tool, x1, y1, x2, y2};
+  enqueue(() => { trigger("select", {index: null, value}); return true; }, {kind: "box", x1, y1, x2, y2});
+}
+
 function release() {
   const done = drag;
   drag = null;
   if (!done) return;
-  if (done.kind === "stroke") {
+  if (done.kind === "box") {
+    if (done.dragged) {
+      corner = null;
+      sendBox(done.tool, done.at, done.to);
+    } else if (corner) {  // the second tap: the opposite corner
+      const first = corner;
+      corner = null;
+      sendBox(done.tool, first, done.at);
+    } else {
+      corner = done.at;
+      showPending();
+    }
+  } else if (done.kind === "stroke") {
     const points = done.points.map(([x, y]) => [Math.round(x * 100) / 100, Math.round(y * 100) / 100]);
     const value = {kind: "stroke", tool: done.tool, points, radius: done.radius};
     enqueue(() => { trigger("select", {index: null, value}); return true; }, {kind: "stroke", points: done.points,
@@ -307,7 +366,15 @@ const KEYS = {
   "+": () => zoomAt(1.25), "=": () => zoomAt(1.25), "-": () => zoomAt(0.8), "0": fit,
   "ArrowLeft": () => pan(60, 0), "ArrowRight": () => pan(-60, 0), "ArrowUp": () => pan(0, 60),
   "ArrowDown": () => pan(0, -60),
-  "Escape": () => enqueue(() => { trigger("select", {index: null, value: {kind: "deselect"}}); return true; }),
+  "7": () => setTool(6),
+  "Escape": () => {
+    if (corner) {  // a lone box corner is dropped first; the selection stays
+      corner = null;
+      showPending();
+      return;
+    }
+    enqueue(() => { trigger("select", {index: null, value: {kind: "deselect"}}); return true; });
+  },
 };
 
 // A mouse click on Undo, Redo or Delete while edits wait joins the queue behind them (never ahead of them).
@@ -342,6 +409,16 @@ if (window.__sam3CanvasButtons) document.removeEventListener("click", window.__s
 window.__sam3CanvasButtons = onButton;
 document.addEventListener("click", onButton, true);
 document.addEventListener("keyup", (event) => { if (event.key === " ") spaceDown = false; });
+// another tool drops a lone box corner (one listener per page, as above)
+function onToolChange(event) {
+  if (corner && event.target.closest && event.target.closest("#canvas-tool")) {
+    corner = null;
+    showPending();
+  }
+}
+if (window.__sam3CanvasTool) document.removeEventListener("change", window.__sam3CanvasTool);
+window.__sam3CanvasTool = onToolChange;
+document.addEventListener("change", onToolChange);
 
 watch("value", adopt);
 // The viewport gets its size when the tab first shows (or the window changes): fit again then, not on every edit.

@@ -1,7 +1,7 @@
 """How the Correct tab shows a photo: its view size, and positions and masks mapped between view and full size.
 
-The page shows the photo at ``ViewGeometry`` size (longer side at most ``VIEW_MAX_SIDE``); clicks and brush strokes
-arrive in those view pixels (x right, y down, in the shown image's own pixels, whatever the canvas zoom) and are
+The page shows the photo at ``ViewGeometry`` size (longer side at most ``VIEW_MAX_SIDE``); clicks, boxes and brush
+strokes arrive in those view pixels (x right, y down, in the shown image's own pixels, whatever the canvas zoom) and are
 mapped to the trace image's full resolution, where every edit happens. No Gradio here.
 """
 
@@ -53,6 +53,35 @@ class ViewGeometry:
             raise InputError(f"the click at ({x}, {y}) is outside the image ({self.view_width}x{self.view_height} "
                              "as shown): click on the picture itself")
         return fx * self.width / self.view_width, fy * self.height / self.view_height
+
+    def box_to_image(self, x1: Any, y1: Any, x2: Any, y2: Any) -> tuple[float, float, float, float]:
+        """A box dragged between view positions (x1, y1) and (x2, y2) (pixel edges, corners in any order) as
+        (x1, y1, x2, y2) in full-resolution pixels, x1 < x2 and y1 < y2, clipped to the image (a drag may run over
+        the photo's edge, as a brush stroke may).
+
+        Raises:
+            InputError: a corner that is not a number; a box wholly outside the photo; or one narrower or lower than
+                a pixel of the photo as shown once clipped (a tap, or a line): it has no area to segment in.
+        """
+        try:
+            xs = sorted((float(x1), float(x2)))
+            ys = sorted((float(y1), float(y2)))
+        except (TypeError, ValueError):
+            raise InputError("the box gave no position on the image: drag a box on the picture itself") from None
+        if not all(math.isfinite(v) for v in (*xs, *ys)):
+            raise InputError("the box gave no position on the image: drag a box on the picture itself")
+        shown = f"({xs[0]:g}, {ys[0]:g}) to ({xs[1]:g}, {ys[1]:g})"
+        if xs[1] <= 0 or ys[1] <= 0 or xs[0] >= self.view_width or ys[0] >= self.view_height:
+            raise InputError(f"the box from {shown} lies outside the image ({self.view_width}x{self.view_height} as "
+                             "shown): drag it on the picture itself")
+        left, right = max(0.0, xs[0]), min(float(self.view_width), xs[1])
+        top, bottom = max(0.0, ys[0]), min(float(self.view_height), ys[1])
+        if right - left < 1 or bottom - top < 1:
+            raise InputError(f"the box from {shown} has no area on the image: drag a box around the object "
+                             "(or tap two opposite corners)")
+        sx, sy = self.width / self.view_width, self.height / self.view_height
+        # min(): the scaled edge may round past the image by a hair
+        return left * sx, top * sy, min(self.width, right * sx), min(self.height, bottom * sy)
 
 
 def view_mask(mask: np.ndarray, geometry: ViewGeometry) -> np.ndarray:

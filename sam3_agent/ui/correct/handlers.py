@@ -9,27 +9,32 @@ sessions live in a ``ui.correct.store.CorrectSessions`` (bounded in time and mem
 
 from __future__ import annotations
 
-import io
 import logging
 import shutil
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
 
-from ...correct.export import coco_document, coco_file_name, write_bundle, write_coco, write_mask_pngs
+from ...correct.export import write_bundle
 from ...errors import BackendError, InputError, TraceFormatError
 from ...sam.tracker import PointMask
 from ...shared import SharedObject
-from ...trace.io import trace_to_zip_bytes
 from ...trace.load_limits import LoadLimits
 from ...types import Trace
 from ..html import render_status
 from ..view import StatusLine
 from . import actions as correct
-from .session import CorrectSession, corrected_trace
+from .exports import (
+    BUNDLE_ZIP_FILE,
+    write_corrected_coco,
+    write_corrected_pngs,
+    write_corrected_polygons,
+    write_corrected_trace,
+    write_corrected_yolo,
+)
+from .session import CorrectSession
 from .store import CorrectSessions
 from .tools import BRUSH_TOOLS, TOOL_ERASE, TOOL_NEGATIVE, TOOL_POSITIVE
 from .trace_upload import app_load_limits, trace_from_upload
@@ -49,10 +54,6 @@ from .view import (
 
 logger = logging.getLogger(__name__)
 
-COCO_FILE = "corrected_masks.json"
-PNG_ZIP_FILE = "corrected_masks_png.zip"
-BUNDLE_ZIP_FILE = "bundle.zip"
-TRACE_ZIP_FILE = "trace_with_edits.zip"
 EMPTY_MESSAGE = "Nothing to correct yet: finish a run and press 'Correct these masks', or upload a bundle / trace .zip."
 
 
@@ -124,13 +125,13 @@ class CorrectHandlers(SharedObject):
 
     Args:
         point_segmenter: returns the loaded ``sam.tracker.PointSegmenter`` (raising ``BackendError`` with the reason when
-            it could not be loaded); called on point clicks only.
+            it could not be loaded); called on point clicks and boxes only.
         warn: shows a message to the user (``gr.Warning`` in the app); used for unreadable files.
         root: folder for exports (a ``correct/`` folder per session is made inside).
         sessions: where the sessions live (default: a ``CorrectSessions`` with its default bounds whose dropped
             sessions' exports are removed).
         gpu: wraps the point model's call (``spaces.GPU`` on ZeroGPU Spaces; default: none). Only the model call
-            takes a GPU, with plain arguments (image, clicks) and result (``PointMask``): the session never leaves
+            takes a GPU, with plain arguments (image, clicks, box) and result (``PointMask``): the session never leaves
             this process.
         limits: what an upload may cost (default ``trace_upload.app_load_limits()``).
     """
@@ -246,7 +247,8 @@ class CorrectHandlers(SharedObject):
 
     def canvas(self, session: str | None, event: gr.SelectData) -> CorrectOutputs:
         """What the canvas sent (``event.value``, see ``canvas.js``): a click of a click tool at view pixel (x, y), a
-        brush stroke (view points and radius), or Escape (select nothing)."""
+        box from (x1, y1) to (x2, y2) (view pixels), a brush stroke (view points and radius), or Escape (select
+        nothing)."""
         data = getattr(event, "value", None)
         kind = data.get("kind") if isinstance(data, dict) else None
         if kind == "deselect":
@@ -259,6 +261,14 @@ class CorrectHandlers(SharedObject):
                 return correct.click(s, tool, data.get("x"), data.get("y"), model)
 
             return self._apply(session, action)
+        if kind == "box":
+            corners = [data.get(name) for name in ("x1", "y1", "x2", "y2")]
+
+            def boxed(s: CorrectSession) -> CorrectSession:
+                s.geometry.box_to_image(*corners)  # a box with no area is refused before the model is loaded
+                return correct.box(s, *corners, self._point_model())
+
+            return self._apply(session, boxed)
         if kind == "stroke" and data.get("tool") in BRUSH_TOOLS:
             erase = data.get("tool") == TOOL_ERASE
             return self._apply(session, lambda s: correct.brush(s, data.get("points"), data.get("radius"), erase))
@@ -327,6 +337,14 @@ class CorrectHandlers(SharedObject):
         """COCO instance JSON of the corrected answer (``export.coco_document``)."""
         return self._export(session, write_corrected_coco, "COCO JSON")
 
+    def export_polygons(self, session: str | None) -> ExportOutputs:
+        """COCO instance JSON with polygon segmentations (holes cut in; ``correct.polygons``)."""
+        return self._export(session, write_corrected_polygons, "COCO polygons")
+
+    def export_yolo(self, session: str | None) -> ExportOutputs:
+        """YOLO segmentation labels, data.yaml and the photo, zipped (``correct.yolo``)."""
+        return self._export(session, write_corrected_yolo, "YOLO labels")
+
     def export_pngs(self, session: str | None) -> ExportOutputs:
         """One binary PNG per corrected mask, zipped (``mask_001.png`` = COCO annotation 1)."""
         return self._export(session, write_corrected_pngs, "PNG masks")
@@ -364,32 +382,3 @@ class _CallThrough:
 def _owner(request: Any) -> str | None:
     """The browser session of a Gradio request (``None`` outside one)."""
     return getattr(request, "session_hash", None) if request is not None else None
-
-
-def write_corrected_coco(session: CorrectSession, folder: Path) -> Path:
-    """``folder/corrected_masks.json``: COCO of the masks neither hidden, deleted nor empty."""
-    width, height = session.trace.image.size
-    document = coco_document(session.state.corrected_items(), width, height, file_name=coco_file_name(session.trace))
-    return write_coco(document, folder / COCO_FILE)
-
-
-def write_corrected_pngs(session: CorrectSession, folder: Path) -> Path:
-    """``folder/corrected_masks_png.zip`` holding ``mask_001.png``... (8-bit, 0 / 255, full size)."""
-    pngs = folder / "png"
-    shutil.rmtree(pngs, ignore_errors=True)
-    paths = write_mask_pngs(session.state.corrected_items(), pngs)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:  # PNGs are compressed already
-        for path in paths:
-            archive.write(path, path.name)
-    target = folder / PNG_ZIP_FILE
-    target.write_bytes(buffer.getvalue())
-    shutil.rmtree(pngs, ignore_errors=True)
-    return target
-
-
-def write_corrected_trace(session: CorrectSession, folder: Path) -> Path:
-    """``folder/trace_with_edits.zip``: the trace with the edits in effect (``trace.io`` layout)."""
-    target = folder / TRACE_ZIP_FILE
-    target.write_bytes(trace_to_zip_bytes(corrected_trace(session)))
-    return target

@@ -32,24 +32,44 @@ DEFAULT_BRUSH_PX = 16  # brush diameter in the photo's shown pixels
 CANVAS_JS = Path(__file__).with_name("canvas.js").read_text(encoding="utf-8").replace("__TOOLS__", json.dumps(list(TOOLS)))
 # Run after each edit the canvas script sends (canvas.js): its answer has arrived, so the next waiting edit goes.
 EDIT_ANSWERED_JS = "() => { if (window.__sam3CanvasAnswered) window.__sam3CanvasAnswered(); }"
+# After another tab hands a trace over ("Correct these masks", "Correct this trace"): once this tab shows, bring its
+# status, tools and canvas into view if they are not (a phone scrolls down to them; a page left scrolled far down in
+# the other tab scrolls back up). Two frames later: the tab is drawn by then.
+SHOW_CANVAS_JS = """
+() => { requestAnimationFrame(() => requestAnimationFrame(() => {
+  const row = document.getElementById('correct-row');
+  const canvas = document.querySelector('#correct-canvas .cv-viewport');
+  if (!row || !canvas || !row.offsetParent) return;
+  const top = row.getBoundingClientRect().top;
+  if (top < 0 || canvas.getBoundingClientRect().bottom > window.innerHeight) {
+    window.scrollTo({top: Math.max(0, Math.floor(window.scrollY + top - 8))});
+  }
+})); }
+"""
 SHORTCUTS = (
     "**Tools**: *Select* a mask or *Show / hide* it by clicking on it; *Point on* / *Point off*: SAM 3's point model "
     "makes a mask from your clicks on (+) and off (-) the object, or refines the selected one; *Paint* adds what you "
-    "brush to the selected mask (or makes a new one), *Erase* removes it. With no mask selected, clicks and strokes "
-    "make a new mask.  \n"
-    "**Keys** (while this tab shows): **1**-**6** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
-    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing · **O** outlines on/off · **[** / **]** "
-    "brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag pan. Mouse: the wheel zooms; with "
-    "a click tool, a drag pans."
+    "brush to the selected mask (or makes a new one), *Erase* removes it; *Box*: drag a box (or tap two opposite "
+    "corners) and SAM 3's point model segments inside it; point clicks after it refine that mask. With no mask "
+    "selected, clicks, boxes and strokes make a new mask.  \n"
+    "**Keys** (while this tab shows): **1**-**7** tools (**B** paint, **E** erase) · **Z** / Ctrl+Z undo, **Y** / "
+    "Shift+Z redo · **Delete** the selected mask · **Esc** select nothing (or drop a lone box corner) · **O** "
+    "outlines on/off · **[** / **]** brush size · **+** / **-** / **0** zoom in, out, fit · arrows or Space + drag "
+    "pan. Mouse: the wheel zooms; with a click tool, a drag pans."
 )
 
 CORRECT_CSS = """
 table.correct-masks {font-size: 13px; width: 100%;} table.correct-masks td, table.correct-masks th {padding: 2px 6px;}
 table.correct-masks tr.mask-off td {color: var(--body-text-color); opacity: 0.75; text-decoration: line-through;}
 table.correct-masks tr.mask-selected td {background: #fef3c7; color: #111; font-weight: 600;}
-.cv-viewport {position: relative; height: min(64vh, 640px, 95vw); overflow: hidden; background: #1f2937; border-radius: 6px;
-  touch-action: none; cursor: crosshair; user-select: none;}
+/* The canvas and the tool picker above it fit the window at once: ~340 px of the page lie above the canvas at the top
+   of the tab (title, note, tab bar, tool picker at 1440 px wide); at least 260 px tall, square at most on a phone. */
+.cv-viewport {position: relative; height: max(260px, min(100vh - 340px, 640px, 95vw)); overflow: hidden;
+  background: #1f2937; border-radius: 6px; touch-action: none; cursor: crosshair; user-select: none;}
 .cv-viewport:focus-visible {outline: 2px solid #2563eb;}
+/* the seven tools in one row at 1440 px wide (Gradio's padding wrapped the last one onto a second row, pushing the
+   canvas below the window) */
+#canvas-tool label {padding-left: 8px; padding-right: 8px;} #canvas-tool .wrap {gap: 6px;}
 .cv-stage {position: absolute; left: 0; top: 0; transform-origin: 0 0;}
 .cv-stage img, .cv-stage canvas {position: absolute; left: 0; top: 0; max-width: none; image-rendering: auto;}
 .cv-stage canvas {pointer-events: none;}
@@ -78,10 +98,11 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
     with gr.Tab("Correct", id=CORRECT_TAB_ID, elem_id="tab-correct"):
         # only the session's key: the session itself lives in handlers.sessions, bounded in time and memory
         session = gr.State(None, time_to_live=handlers.sessions.ttl_s, delete_callback=handlers.forget)
-        status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status", js_on_load=LIVE_STATUS_JS)
+        status = gr.HTML(render_status(StatusLine("idle", EMPTY_MESSAGE)), elem_id="correct-status", js_on_load=LIVE_STATUS_JS,
+                         render=False)  # shown at the top of the side column (_controls_column)
         with gr.Row(equal_height=False, elem_id="correct-row"):
             canvas = _canvas_column()
-            controls = _controls_column()
+            controls = _controls_column(status)
     outputs = [session, status, canvas.canvas, canvas.compare, controls.shown, controls.selected, controls.label,
                controls.table, controls.undo, controls.redo, controls.round_pick, controls.number_pick,
                controls.preview, tabs]
@@ -117,23 +138,24 @@ class _Controls:
     number_pick: gr.Dropdown
     preview: gr.Image
     bring: gr.Button
-    exports: tuple[gr.Button, gr.Button, gr.Button, gr.Button]  # COCO, PNG masks, bundle, trace
+    exports: tuple[gr.Button, ...]  # COCO (RLE), COCO polygons, YOLO labels, PNG masks, bundle, trace
     download: gr.File
     upload: gr.File
 
 
 def _canvas_column() -> _Canvas:
-    """The tool picker, brush size and mask style, the canvas, its shortcuts and the comparison slider."""
+    """The tool picker right above the canvas (both in view at once: ``CORRECT_CSS`` sizes the canvas to the window),
+    then the brush size and mask style, the shortcuts and the comparison slider."""
     with gr.Column(scale=7, min_width=360, elem_id="correct-canvas-column"):
         gr.Radio([(label, key) for key, label in TOOLS.items()], value=TOOL_SELECT, show_label=False,
                  elem_id="canvas-tool", container=False, interactive=True)  # read by the script
-        with gr.Row():
+        canvas = gr.HTML(render_canvas(None), elem_id="correct-canvas", js_on_load=CANVAS_JS)
+        with gr.Row(elem_id="canvas-style"):
             gr.Slider(2, 120, value=DEFAULT_BRUSH_PX, step=2, label="Brush size (px of the photo)",
                       elem_id="brush-size", min_width=160, interactive=True)  # read by the script
             opacity = gr.Slider(0.0, 1.0, value=FILL_ALPHA, step=0.05, label="Mask opacity",
                                 elem_id="mask-opacity", min_width=160)
             outline = gr.Checkbox(False, label="Outlines only (O)", elem_id="outline-mode", min_width=120)
-        canvas = gr.HTML(render_canvas(None), elem_id="correct-canvas", js_on_load=CANVAS_JS)
         gr.Markdown(SHORTCUTS, elem_id="correct-shortcuts")
         with gr.Accordion("Compare with the agent's answer", open=False, elem_id="compare-accordion"):
             compare = gr.ImageSlider(label="Agent's answer | corrected answer", format="png",
@@ -141,10 +163,13 @@ def _canvas_column() -> _Canvas:
     return _Canvas(opacity, outline, canvas, compare)
 
 
-def _controls_column() -> _Controls:
-    """Undo / redo, the masks (shown, selected, label, delete, table), bring-in from any round, export and import."""
+def _controls_column(status: gr.HTML) -> _Controls:
+    """The tab's ``status`` line at the top (beside the canvas: above the row, every line it wrapped onto pushed the
+    canvas further below the fold), then undo / redo, the masks (shown, selected, label, delete, table), bring-in from
+    any round, export and import."""
     with gr.Column(scale=4, min_width=320, elem_id="correct-controls-column"):
-        with gr.Row():
+        status.render()
+        with gr.Row(elem_id="correct-undo-row"):
             undo = gr.Button("Undo (Z)", elem_id="undo-btn", interactive=False, size="sm")
             redo = gr.Button("Redo (Y)", elem_id="redo-btn", interactive=False, size="sm")
         shown = gr.CheckboxGroup([], label="Masks in the corrected answer (uncheck to hide)",
@@ -167,6 +192,8 @@ def _controls_column() -> _Controls:
         with gr.Accordion("Export and import", open=True, elem_id="correct-export"):
             with gr.Row():
                 exports = (gr.Button("COCO JSON", elem_id="export-coco-btn", size="sm"),
+                           gr.Button("COCO polygons", elem_id="export-polygons-btn", size="sm"),
+                           gr.Button("YOLO labels (.zip)", elem_id="export-yolo-btn", size="sm"),
                            gr.Button("PNG masks (.zip)", elem_id="export-png-btn", size="sm"),
                            gr.Button("Bundle (.zip)", elem_id="export-bundle-btn", size="sm"),
                            gr.Button("Trace (.zip)", elem_id="export-trace-btn", size="sm"))
@@ -205,7 +232,8 @@ def _wire_correct_tab(handlers: CorrectHandlers, session: gr.State, status: gr.H
                          outputs=outputs, **quiet)
     controls.round_pick.input(handlers.pick_round, inputs=[session, controls.round_pick],
                               outputs=[controls.number_pick, controls.preview], **quiet)
-    exports = (handlers.export_coco, handlers.export_pngs, handlers.export_bundle, handlers.export_trace)
+    exports = (handlers.export_coco, handlers.export_polygons, handlers.export_yolo, handlers.export_pngs,
+               handlers.export_bundle, handlers.export_trace)
     for button, export in zip(controls.exports, exports, strict=True):
         button.click(export, inputs=[session], outputs=[status, controls.download], **quiet)
 

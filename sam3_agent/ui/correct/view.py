@@ -24,7 +24,7 @@ from ...imaging.overlay import render_numbered_overlay
 from ...mask_set import Masks
 from ...types import Trace
 from ..html import image_data_url
-from .actions import pending_clicks
+from .actions import pending_prompt
 from .geometry import ViewGeometry, view_mask
 from .session import CorrectSession
 
@@ -198,6 +198,7 @@ def render_items(
     clicks: Sequence[tuple[float, float, int]] = (),
     opacity: float = FILL_ALPHA,
     outline: bool = False,
+    box: tuple[float, float, float, float] | None = None,
 ) -> Image.Image:
     """The view image with masks ``indices`` of ``items`` filled, outlined and numbered ``index + 1``.
 
@@ -210,6 +211,8 @@ def render_items(
         clicks: (x, y, label) in full-resolution pixels, drawn as "+" on white (1) or "-" on black (0) markers.
         opacity: fill opacity, 0 to 1 (``imaging.draw.FILL_ALPHA`` by default).
         outline: draw borders only (a little thicker), no fill.
+        box: the pending box prompt (x1, y1, x2, y2) in full-resolution pixels, drawn as a white frame edged in
+            black (the clicks after it refine what it gave).
 
     Returns:
         A new RGB image of the view size.
@@ -229,10 +232,15 @@ def render_items(
             out[_outer_rim(m, border + 1)] = SELECTED_EDGE
     if drawn:
         boxes = label_boxes(np.stack([m for _, m in drawn]), [i + 1 for i, _ in drawn])
-        for (i, _), box in zip(drawn, boxes):
-            if box is None:
+        for (i, _), label_at in zip(drawn, boxes):
+            if label_at is None:
                 continue
-            draw_label(out, box, str(i + 1), colors[i], style)
+            draw_label(out, label_at, str(i + 1), colors[i], style)
+    if box is not None:
+        sx, sy = geometry.view_width / geometry.width, geometry.view_height / geometry.height
+        corners = (int(box[0] * sx), int(box[1] * sy)), (max(0, int(box[2] * sx) - 1), max(0, int(box[3] * sy) - 1))
+        cv2.rectangle(out, *corners, BLACK, style.contour_width + 2)
+        cv2.rectangle(out, *corners, WHITE, max(1, style.contour_width))
     radius = max(5, round(max(geometry.view_width, geometry.view_height) / 110))
     for x, y, label in clicks:
         center = (int(x * geometry.view_width / geometry.width), int(y * geometry.view_height / geometry.height))
@@ -241,13 +249,14 @@ def render_items(
 
 
 def corrected_overlay(session: CorrectSession) -> Image.Image:
-    """The corrected answer at the view size: masks shown and not deleted, the selection, the pending clicks."""
+    """The corrected answer at the view size: masks shown and not deleted, the selection, the pending box and
+    clicks."""
     items = session.state.items
     indices = [i for i, it in enumerate(items) if it.on and not it.deleted]
-    points, labels = pending_clicks(session)
+    box, points, labels = pending_prompt(session)
     clicks = [(x, y, lab) for (x, y), lab in zip(points, labels)]
     return render_items(session.view, session.geometry, items, indices, session.selected, clicks, session.opacity,
-                        session.outline)
+                        session.outline, box)
 
 
 def agent_overlay(session: CorrectSession) -> Image.Image:

@@ -1,10 +1,11 @@
 """Handlers of the "Inspect a trace" tab: a saved trace (or bundle) .zip stepped through round by round.
 
 ``load_trace`` reads the file; ``show_round`` gives one round with its reasoning open, its context and the
-timeline of every round (tool, outcome, time, tokens); ``step_round`` and ``pick_round`` (a timeline row
-clicked) move between rounds. No model is needed. The loaded trace lives in a ``ui.session_store.SessionStore``
-(bounded in time and memory, dropped when its tab closes: the same store the Correct tab uses); the tab's
-``gr.State`` holds only its key.
+timeline of every round (tool, outcome, time, tokens), and keeps the round box on the round it shows (a number outside
+the trace is brought to its first or last round, with a note saying so); ``step_round`` and ``pick_round`` (a timeline
+row clicked) move between rounds, ``settle_number`` puts the round shown back in a box left empty. No model is needed.
+The loaded trace lives in a ``ui.session_store.SessionStore`` (bounded in time and memory, dropped when its tab closes:
+the same store the Correct tab uses); the tab's ``gr.State`` holds only its key.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class InspectedTrace:
     trace: Trace
     rounds: list[InspectedRound]
     urls: ImageUrls
+    shown: int = 0  # the round the tab shows now (1-based; 0 before the first), what the round box must say
 
 
 def final_image(trace: Trace) -> Image.Image | None:
@@ -124,36 +126,51 @@ class InspectHandlers:
         return (key, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
                 gr.update(value=overlay, visible=overlay is not None), render_final_masks(final_mask_rows(trace.final_masks)))
 
-    def show_round(self, key: str | None, number: float | None) -> tuple[str, str, str]:
-        """(round view, context panel, timeline) of round ``number`` (1-based) of the loaded trace.
+    def show_round(self, key: str | None, number: float | None) -> tuple[Any, Any, Any, Any]:
+        """(round view, context panel, timeline, round box) for round ``number`` (1-based) of the loaded trace.
 
-        Reasoning is open (a trace is read, not watched). A number outside the trace shows a message
-        that says which rounds exist, and the timeline to pick one from.
+        Reasoning is open (a trace is read, not watched). A number outside the trace shows its nearest round (the first
+        or the last) under a note that says which rounds exist, and the box then says that round. A box being typed in
+        (empty, or not a whole number) changes nothing; nor does the round already shown (so the change of the box to
+        the round shown leaves the note). Each unchanged part is ``gr.skip()``.
         """
         state = self.loaded(key)
         if state is None and key is not None:
             message = StatusLine("error", sentence(expired_message(self.store.ttl_s, self.store.texts)))
-            return render_status(message), render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER), ""
+            return (render_status(message), render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER), "",
+                    gr.skip())
         if state is None or not state.rounds:
-            return "", render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER), ""
-        count = len(state.rounds)
-        timeline = timeline_rows(state.trace)
+            return "", render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER), "", gr.skip()
         wanted = round_number(number)
-        if wanted is None or not 1 <= wanted <= count:
+        if wanted is None or wanted == state.shown:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        count = len(state.rounds)
+        shown = min(max(wanted, 1), count)
+        note = ""
+        if shown != wanted:
             which = "round 1" if count == 1 else f"rounds 1 to {count}"
-            asked = "This is not a round number" if wanted is None else f"There is no round {wanted}"
-            message = StatusLine("error", f"{asked}: this trace has {which}. Pick one in the timeline.")
-            return (render_status(message), render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER),
-                    render_timeline(timeline))
-        shown = state.rounds[wanted - 1]
-        return (render_round(shown.round, state.urls, reasoning_open=True), render_context(shown.context, state.urls),
-                render_timeline(timeline, current=wanted))
+            note = render_status(StatusLine("error", f"There is no round {wanted}: this trace has {which}. "
+                                                     f"Showing round {shown}."))
+        state.shown = shown
+        view = state.rounds[shown - 1]
+        return (note + render_round(view.round, state.urls, reasoning_open=True),
+                render_context(view.context, state.urls), render_timeline(timeline_rows(state.trace), current=shown),
+                shown if shown != wanted else gr.skip())
+
+    def settle_number(self, key: str | None, number: float | None) -> Any:
+        """The round box once the user leaves it: the round shown when it holds anything else (left empty, or a
+        fraction), else unchanged (``gr.skip()``)."""
+        state = self.loaded(key)
+        if state is None or not state.shown or round_number(number) == state.shown:
+            return gr.skip()
+        return state.shown
 
     def step_round(self, key: str | None, number: float | None, delta: int) -> int:
-        """The round number after moving ``delta`` rounds (kept within the trace)."""
+        """The round number ``delta`` rounds from the round shown (from ``number`` before any is shown), kept within
+        the trace."""
         state = self.loaded(key)
         count = len(state.rounds) if state is not None else 1
-        current = round_number(number) or 1
+        current = (state.shown if state is not None and state.shown else None) or round_number(number) or 1
         return min(max(current + delta, 1), max(count, 1))
 
     @staticmethod

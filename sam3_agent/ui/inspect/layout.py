@@ -13,6 +13,7 @@ import gradio as gr
 from ..html import LIVE_STATUS_JS, ImageUrls, render_context, render_status
 from ..round_clicks import ROUND_CLICKS
 from ..view import StatusLine
+from ..view_zoom import VIEW_ZOOM
 from .handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandlers
 
 
@@ -44,18 +45,20 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
                         previous = gr.Button("Previous round", elem_id="prev-round", size="sm")
                         number = gr.Number(1, precision=0, label="Round", elem_id="round-number", min_width=80)
                         following = gr.Button("Next round", elem_id="next-round", size="sm")
-                round_html = gr.HTML(elem_id="inspect-round")
+                round_html = gr.HTML(elem_id="inspect-round", js_on_load=VIEW_ZOOM)
             with gr.Column(scale=3, min_width=260, elem_id="inspect-context-column"):
                 gr.Markdown("## Context sent to the model")
                 context = gr.HTML(render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER),
                                   elem_id="inspect-context")
-        shown = [round_html, context, timeline]
+        # the round box always ends on the round shown: show_round puts a number outside the trace back in range
+        shown = [round_html, context, timeline, number]
         quiet = {"api_visibility": "private", "show_progress": "hidden"}
         trace_file.change(
             handlers.load_trace, inputs=[trace_file, state],
             outputs=[state, message, number, navigation, final_image, final_masks], api_visibility="private",
         ).then(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
         number.change(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
+        number.blur(handlers.settle_number, inputs=[state, number], outputs=number, **quiet)
         previous.click(lambda s, n: handlers.step_round(s, n, -1), inputs=[state, number], outputs=number, **quiet)
         following.click(lambda s, n: handlers.step_round(s, n, 1), inputs=[state, number], outputs=number, **quiet)
         timeline.select(handlers.pick_round, outputs=number, **quiet)

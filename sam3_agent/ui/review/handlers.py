@@ -25,7 +25,6 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
-from ...datasets.batch.files import write_json_atomic
 from ...datasets.review.decisions import (
     ACCEPTED,
     CORRECTED,
@@ -35,6 +34,7 @@ from ...datasets.review.decisions import (
     read_review,
     save_review,
 )
+from ...datasets.review.exports import COCO_RLE, export_reviewed
 from ...datasets.review.queue import ItemReview, ReviewQueue, coco_summary
 from ...datasets.review.sources import MAX_ZIP_UNPACKED, folder_under_root, prune_store, unpack_batch_zip
 from ...edit_ops import op_to_json
@@ -45,7 +45,6 @@ from ..view import StatusLine
 
 logger = logging.getLogger(__name__)
 
-EXPORT_FILE = "reviewed_coco.json"  # written into the batch folder, beside its coco.json
 TABLE_ROWS = 200  # rows of the queue table shown around the current item (a batch may have thousands)
 UPLOADS_DIR = ".uploads"  # under the review root: uploaded batches, kept across restarts (hidden from the folder list)
 TEMPORARY_STORE_BYTES = MAX_ZIP_UNPACKED  # without a review root, uploads are unpacked in the app's temporary folder
@@ -203,20 +202,20 @@ class ReviewHandlers:
 
     # ------------------------------------------------------------------ export
 
-    def export(self, slot: Any, include_unreviewed: Any = False) -> tuple[Any, Any]:
-        """(status line, file): the reviewed dataset as one COCO file, ``reviewed_coco.json`` in the batch folder;
-        items not reviewed are left out, or with ``include_unreviewed`` added with the agent's masks."""
+    def export(self, slot: Any, include_unreviewed: Any = False, form: Any = COCO_RLE) -> tuple[Any, Any]:
+        """(status line, file): the reviewed dataset in the batch folder, in format ``form`` (``datasets.review.exports``:
+        ``reviewed_coco.json``, ``reviewed_coco_polygons.json`` or ``reviewed_yolo.zip``); items not reviewed are left
+        out, or with ``include_unreviewed`` added with the agent's masks."""
         queue, _ = self._queue(slot)
         if queue is None:
             return _line("error", EMPTY), gr.skip()
         try:
-            document = queue.coco(include_unreviewed=bool(include_unreviewed))
-            path = write_json_atomic(queue.folder / EXPORT_FILE, document)
+            path, document = export_reviewed(queue, form or COCO_RLE, bool(include_unreviewed))
         except (TraceFormatError, InputError) as error:
             return _line("error", f"export failed: {error}"), gr.skip()
         except OSError as error:
             return _line("error", f"export failed: {error.strerror or error}"), gr.skip()
-        return _line("done", f"exported {EXPORT_FILE}: {coco_summary(document)}."), str(path)
+        return _line("done", f"exported {path.name}: {coco_summary(document)}."), str(path)
 
     # ------------------------------------------------------------------ internals
 

@@ -1,5 +1,5 @@
-"""The review queue on the page: a "Review a batch" tab (open a batch output, the queue table, the COCO export) and a
-bar above the tabs (the current item, progress, Previous / Accept / Next) that shows once a queue is open, so it stays
+"""The review queue on the page: a "Review a batch" tab (open a batch output, the queue table, the export as COCO or
+YOLO) and a bar above the tabs (the current item, progress, Previous / Accept / Next) that shows once a queue is open, so it stays
 in sight while the item is corrected in the Correct tab. Wired to ``ui.review.handlers.ReviewHandlers``.
 
 Keyboard: **N** next, **P** previous, **A** accept, while the bar shows and the focus is not in a text field. The keys
@@ -15,6 +15,7 @@ from typing import Any
 
 import gradio as gr
 
+from ...datasets.review.exports import COCO_RLE, FORMATS
 from ...datasets.review.sources import find_batches
 from ..correct.handlers import CorrectHandlers
 from ..correct.layout import CorrectView
@@ -95,7 +96,9 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
                                  type="filepath", elem_id="review-zip", height=110)
                 unreviewed = gr.Checkbox(False, label="Include items not reviewed, with the agent's masks",
                                          elem_id="review-include-unreviewed")
-                export = gr.Button("Export the reviewed dataset (COCO JSON)", elem_id="review-export-btn")
+                form = gr.Radio([(label, key) for key, label in FORMATS.items()], value=COCO_RLE,
+                                label="Export format", elem_id="review-export-format")
+                export = gr.Button("Export the reviewed dataset", elem_id="review-export-btn")
                 download = gr.File(label="Download", interactive=False, elem_id="review-download", height=110)
             with gr.Column(scale=6, min_width=360):
                 table = gr.HTML(elem_id="review-table")
@@ -130,5 +133,5 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
     bar.previous.click(previous, inputs=[slot, session], outputs=outputs, **quiet)
     bar.following.click(following, inputs=[slot, session], outputs=outputs, **quiet)
     bar.accept.click(accept, inputs=[slot, session], outputs=outputs, **quiet)
-    export.click(handlers.export, inputs=[slot, unreviewed], outputs=[status, download], **quiet)
+    export.click(handlers.export, inputs=[slot, unreviewed, form], outputs=[status, download], **quiet)
     return handlers

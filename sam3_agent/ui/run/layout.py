@@ -22,6 +22,7 @@ from ..html import LIVE_STATUS_JS, ImageUrls, render_context, render_status
 from ..round_clicks import ROUND_CLICKS
 from ..settings import AppSettings
 from ..view import StatusLine
+from ..view_zoom import VIEW_ZOOM
 from .handlers import Handlers
 from .inline_image import send_inline
 from .outputs import LIVE_ROUND_PROPS, LIVE_ROUND_TEMPLATE
@@ -31,6 +32,7 @@ from .uploads import image_upload
 
 logger = logging.getLogger(__name__)
 
+EXAMPLE_HEADERS = ("Image", "Query")  # the examples table's column headers
 AGENT_QUEUE = "agent"  # runs and API calls share one queue: the models serve one request at a time
 # After Run: when the status and answer column is out of sight (a phone stacks it below the inputs), bring it
 # into view, so what happens after Run is seen without scrolling.
@@ -119,8 +121,12 @@ def _inputs_column(settings: AppSettings, info: ModelInfo, ready: bool) -> RunIn
             gr.Markdown(space_note(settings.max_rounds, settings.max_image_pixels), elem_id="space-gpu-note")
         examples = load_examples()
         if examples:
-            gr.Examples(examples, inputs=[image, query], label="Examples", examples_per_page=8,
-                        elem_id="run-examples")
+            shown = gr.Examples(examples, inputs=[image, query], label="Examples", examples_per_page=8,
+                                elem_id="run-examples")
+            # Short column headers: by default they are the inputs' labels, and the image's is the whole upload
+            # label, which made the table wider than its column (it scrolled sideways, taking the thumbnails
+            # out of view when a query was picked). ``headers`` is the table's own setting (gr.Dataset).
+            shown.dataset.headers = list(EXAMPLE_HEADERS)
         with gr.Accordion("Settings", open=False, elem_id="settings"):
             max_rounds = gr.Slider(1, MAX_ROUNDS_LIMIT, value=settings.max_rounds, step=1,
                                    label="Round budget", elem_id="max-rounds")
@@ -147,9 +153,9 @@ def _answer_columns(ready: bool) -> RunPanel:
             downloads = gr.File(label="Downloads: final masks (COCO JSON) and trace (.zip)",
                                 file_count="multiple", interactive=False, elem_id="downloads")
             correct_run = gr.Button("Correct these masks", elem_id="correct-run-btn")
-        live = gr.HTML(elem_id="live-round", js_on_load=ROUND_CLICKS, html_template=LIVE_ROUND_TEMPLATE,
+        live = gr.HTML(elem_id="live-round", js_on_load=ROUND_CLICKS + VIEW_ZOOM, html_template=LIVE_ROUND_TEMPLATE,
                        **dict.fromkeys(LIVE_ROUND_PROPS, ""))
-        rounds = gr.HTML(elem_id="rounds", js_on_load=ROUND_CLICKS)
+        rounds = gr.HTML(elem_id="rounds", js_on_load=ROUND_CLICKS + VIEW_ZOOM)
     with gr.Column(scale=3, min_width=260, elem_id="run-context"):
         gr.Markdown("## Context sent to the model")
         context = gr.HTML(render_context(None, ImageUrls()), elem_id="context-panel")
