@@ -280,5 +280,5 @@ def test_a_group_verdicts_card_shows_the_group_view_alone_and_says_it_was_checke
     card = verdict_card(trace.rounds[1].result.verdicts[17], 20)
     html = render_card(card, ImageUrls())
     assert card.group == (17, 18, 19, 20) and card.zoom_view is None
-    assert html.count("<img ") == 1 and 'alt="masks 17, 18, 19, 20"' in html
+    assert html.count("<img ") == 1 and 'alt="masks 17, 18, 19, 20 on the photo, as the verifier saw it"' in html
     assert "Mask 18 / 20: <b class=\"verdict\">Accept</b> (checked together with 3 other mask(s))" in html
