@@ -75,13 +75,13 @@ def test_the_command_runs_at_a_small_size_and_prints_ours_and_the_round_mask_by_
         assert tokens.main(["--cases", "320x240/3", "--round", "320x240/10"]) == 0
     lines = out.getvalue().splitlines()
     # 4 main requests and 3 verifications; no reference figure for this size (none measured, none cited)
-    assert lines[3].split() == ["320x240/3", "7", "12,373", "4,682", "2,159", "|", "0", "0", "|", "nan%"]
-    assert [line.split()[-4:] for line in lines[-2:]] == [["10", "2", "12,821", "5,762"], ["2", "1", "2,101", "1,335"]]
+    assert lines[3].split() == ["320x240/3", "7", "12,285", "4,594", "2,071", "|", "0", "0", "|", "nan%"]
+    assert [line.split()[-4:] for line in lines[-2:]] == [["10", "2", "12,821", "5,762"], ["2", "1", "1,819", "1,053"]]
     assert lines[-2].startswith("mask by mask") and lines[-1].startswith("in groups")
 
 
 def test_without_the_reference_its_measured_figures_are_printed_as_cited(monkeypatch):
-    monkeypatch.setattr(tokens, "run_ours", lambda case, examine=None: ([], []))
+    monkeypatch.setattr(tokens, "run_ours", lambda case, examine=None, limits=None: ([], []))
     monkeypatch.setattr(tokens, "count", lambda *args: tokens.Counted(10, 20_000, 9_000))
     out = io.StringIO()
     with redirect_stdout(out):

@@ -147,8 +147,11 @@ def test_run_on_a_panorama_verifies_a_long_thin_mask_with_a_real_processor_and_e
     assert trace.status == "done", trace.error
     [checked] = trace.rounds[1].result.verdicts
     assert checked.source == "fallback" and checked.error is None  # the model answered (randomly); no failure
-    closeup = checked.zoom_view.image  # drawn at the size the processor uses: whole tokens, within its ratio limit
-    assert closeup.size == processor_size(*closeup.size) == (6240, 64)
+    # drawn for the verifier's bounds at the size its processor keeps: whole tokens, within its ratio limit
+    closeup = checked.zoom_view.image
+    bounds = checked.zoom_view.view.bounds
+    assert (bounds.min_pixels, bounds.max_pixels) == (256 * 256, 256 * 256)
+    assert closeup.size == processor_size(*closeup.size, bounds) == (2048, 32)
     assert max(closeup.size) / min(closeup.size) < PROCESSOR_MAX_ASPECT_RATIO
     expected = np.zeros((180, 7000), dtype=bool)
     expected[85:91, 100:6900] = True

@@ -66,7 +66,7 @@ def test_small_preset_has_real_sequence_lengths(small):
     ids = small.encode([Message("user", (ImagePart(astronaut, "raw"),))])["input_ids"][0]
     assert int((ids == 151655).sum()) == 256
     system_turn = small.encode([Message("system", (TextPart(PROMPTS.main_system),))])["input_ids"][0]
-    assert 1400 < system_turn.shape[0] < 1900  # the real prompt's size in Qwen tokens (tiny BPE: over 3000)
+    assert 1400 < system_turn.shape[0] < 2000  # the real prompt's size in Qwen tokens (tiny BPE: over 3000)
     config = small.model.config
     assert (config.text_config.hidden_size, config.text_config.num_hidden_layers, config.vision_config.depth) == (
         128, 36, 1)

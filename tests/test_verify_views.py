@@ -177,3 +177,13 @@ def test_a_group_view_with_bad_indices_in_a_trace_is_refused(tmp_path):
     (tmp_path / "trace.json").write_text(json.dumps(document))
     with pytest.raises(TraceFormatError, match="indices must be a list of mask indices"):
         load_trace(tmp_path)
+
+
+def test_a_view_of_an_extreme_shape_under_small_bounds_is_drawn_at_a_size_the_processor_keeps():
+    from sam3_agent.imaging.legibility import PixelBounds
+    from sam3_agent.imaging.verify_views import kept_size
+
+    small = PixelBounds(256 * 256, 256 * 256)
+    assert processor_size(772, 4, small) == (3584, 32)  # raised to the minimum, past the maximum
+    assert kept_size(772, 4, small) == (2048, 32) == processor_size(2048, 32, small)
+    assert kept_size(640, 427) == processor_size(640, 427) == (640, 416)  # one step for ordinary shapes

@@ -32,6 +32,7 @@ from ..images import load_image
 from ..imaging.views import MaskView
 from ..limits import DEFAULT_VERIFY_BATCH_SIZE
 from ..messages import Generation, ImagePart, Message, TextPart
+from ..vlm.image_fit import ImageLimits
 from .nonmodel import CASE_NAME, ROOT, Case
 from .sam_outputs import PostProcessedSegmenter
 from .scene import PHRASES, QUERY, photo_file
@@ -55,12 +56,16 @@ REFERENCE_ROUND_CITED: dict[Case, tuple[int, int]] = {(1008, 1008, 100): (100, 3
 class RecordingVLM:
     """Zero-cost VLM that keeps every request it is sent: the main model asks for both phrases, examines (with
     ``examine`` as the call's parameters), then selects every mask; the verifier (``verifier=True``) accepts each
-    mask it is asked about (one ``<verdict>`` per mask number a group request names)."""
+    mask it is asked about (one ``<verdict>`` per mask number a group request names). ``image_limits``: those of the
+    model counted, so the views are drawn for its pixel bounds, as for that model."""
 
-    def __init__(self, count: int, verifier: bool, examine: dict[str, Any] | None = None) -> None:
+    def __init__(self, count: int, verifier: bool, examine: dict[str, Any] | None = None,
+                 limits: ImageLimits | None = None) -> None:
         self.name = "recording-verifier" if verifier else "recording"
         self.count, self.verifier, self.examine = count, verifier, examine or {}
         self.requests: list[list[Message]] = []
+        if limits is not None:
+            self.image_limits = limits
 
     def _reply(self, messages: Sequence[Message]) -> str:
         if self.verifier:
@@ -101,11 +106,13 @@ class Counted:
     verify_computed: int = 0
 
 
-def run_ours(case: Case, examine: dict[str, Any] | None = None) -> tuple[list[list[Message]], list[bool]]:
-    """Our run on ``case``: every request in the order sent, and per request whether it is a verification."""
+def run_ours(case: Case, examine: dict[str, Any] | None = None,
+             limits: ImageLimits | None = None) -> tuple[list[list[Message]], list[bool]]:
+    """Our run on ``case`` (views drawn for ``limits``): every request in the order sent, and per request whether
+    it is a verification."""
     width, height, count = case
     image = load_image(photo_file(width, height))
-    main, verifier = RecordingVLM(count, False, examine), RecordingVLM(count, True)
+    main, verifier = RecordingVLM(count, False, examine, limits), RecordingVLM(count, True, limits=limits)
     agent = Agent(main, PostProcessedSegmenter(count), AgentConfig(), verifier=verifier)
     run = agent.start(image, QUERY)
     for _event in run:
@@ -230,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write(header + "\n" + "-" * len(header) + "\n")
     shares: dict[Case, float] = {}
     for case in args.cases:
-        ours = count(counter, *run_ours(case))
+        ours = count(counter, *run_ours(case, limits=counter.limits))
         reference = _reference(args, counter, case, out)
         ref_requests, ref_sent = (reference.requests, reference.sent) if reference else REFERENCE_CITED.get(case, (0, 0))
         share = ours.computed / ref_sent if ref_sent else float("nan")
@@ -271,7 +278,7 @@ def _write_round(out: Any, counter: TokenCounter, case: Case, reference: Counted
     header = f"{'mode':<28} {'requests':>9} {'batches':>8} {'sent':>10} {'computed':>10}"
     out.write(header + "\n" + "-" * len(header) + "\n")
     for label, examine in (("mask by mask", {}), ("in groups", {"in_groups": True})):
-        ours = count(counter, *run_ours(case, examine))
+        ours = count(counter, *run_ours(case, examine, counter.limits))
         batches = -(-ours.verify_requests // DEFAULT_VERIFY_BATCH_SIZE)
         out.write(f"{label:<28} {ours.verify_requests:>9} {batches:>8} {ours.verify_sent:>10,} "
                   f"{ours.verify_computed:>10,}\n")

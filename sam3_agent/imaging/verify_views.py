@@ -59,13 +59,26 @@ def processor_size(width: int, height: int, bounds: PixelBounds = DEFAULT_BOUNDS
     return w_bar, h_bar
 
 
+def kept_size(width: int, height: int, bounds: PixelBounds = DEFAULT_BOUNDS) -> tuple[int, int]:
+    """``processor_size`` applied until the size stays: the size the processor keeps as it is. One step suffices but
+    for extreme shapes under small bounds, where raising the pixel count to the minimum can overshoot the maximum
+    (a 772 x 4 canvas under 65,536 px bounds: 3584 x 32, which the processor would shrink to 2048 x 32)."""
+    size = processor_size(width, height, bounds)
+    for _ in range(16):  # each step shrinks an overshooting size; in practice at most two are needed
+        again = processor_size(*size, bounds)
+        if again == size:
+            break
+        size = again
+    return size
+
+
 def locate_size(width: int, height: int, bounds: PixelBounds = DEFAULT_BOUNDS) -> tuple[int, int]:
     """The size of a locate view of a ``width`` x ``height`` photo: aspect kept, whole tokens, the fewest pixels at
     or above ``LOCATE_PIXELS`` (brought within ``bounds``), as the processor keeps it."""
     pixels = min(max(LOCATE_PIXELS, bounds.min_pixels), bounds.max_pixels)
     beta = math.sqrt(pixels / (width * height))
-    return processor_size(math.ceil(width * beta / TOKEN_SIDE) * TOKEN_SIDE,
-                          math.ceil(height * beta / TOKEN_SIDE) * TOKEN_SIDE, bounds)
+    return kept_size(math.ceil(width * beta / TOKEN_SIDE) * TOKEN_SIDE,
+                     math.ceil(height * beta / TOKEN_SIDE) * TOKEN_SIDE, bounds)
 
 
 def zoom_box(box: np.ndarray, height: int, width: int, margin: float, min_side: int) -> tuple[int, int, int, int]:
@@ -158,11 +171,11 @@ def closeup_layout(crop_width: int, crop_height: int,
     """Where a ``crop_width`` x ``crop_height`` crop goes in a close-up: ``((canvas w, canvas h), (crop w, crop h))``.
 
     The crop is scaled (aspect kept) so its longer side is ``CLOSEUP_SIDE``; the canvas (two halves and the
-    separator) is then given ``processor_size`` under ``bounds``, and the crop scaled again to fit one half of it (each half is
+    separator) is then given ``kept_size`` under ``bounds``, and the crop scaled again to fit one half of it (each half is
     ``(canvas w - CLOSEUP_SEPARATOR) // 2`` px wide and the canvas high; the crop is centred in it)."""
     scale = CLOSEUP_SIDE / max(crop_width, crop_height)
     natural = (2 * max(1, round(crop_width * scale)) + CLOSEUP_SEPARATOR, max(1, round(crop_height * scale)))
-    canvas = processor_size(*natural, bounds)
+    canvas = kept_size(*natural, bounds)
     half = ((canvas[0] - CLOSEUP_SEPARATOR) // 2, canvas[1])
     fit = min(half[0] / crop_width, half[1] / crop_height)
     inner = (max(1, min(half[0], round(crop_width * fit))), max(1, min(half[1], round(crop_height * fit))))
@@ -201,7 +214,7 @@ def render_closeup_view(photo: Image.Image, masks: Masks, index: int, bounds: Pi
 
 def render_group_view(photo: Image.Image, masks: Masks, indices: tuple[int, ...],
                       bounds: PixelBounds = DEFAULT_BOUNDS) -> Image.Image:
-    """The photo at ``processor_size`` under ``bounds`` (the size the VLM sees it at) with masks ``indices`` (0-based)
+    """The photo at ``kept_size`` under ``bounds`` (the size the VLM sees it at) with masks ``indices`` (0-based)
     drawn as the numbered overlay draws masks, each labelled with its own number (index + 1).
 
     Raises:
@@ -210,7 +223,7 @@ def render_group_view(photo: Image.Image, masks: Masks, indices: tuple[int, ...]
     _check(photo, masks, indices)
     if not indices or len(set(indices)) != len(indices):
         raise ValueError(f"a group view needs distinct mask indices, got {list(indices)}")
-    size = processor_size(photo.width, photo.height, bounds)
+    size = kept_size(photo.width, photo.height, bounds)
     scaled = Image.fromarray(_scaled_photo(photo, size))
     return render_numbered_overlay(scaled, _scaled_masks(masks, indices, size), [k + 1 for k in indices], bounds=bounds)
 
