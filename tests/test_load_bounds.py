@@ -58,7 +58,7 @@ def test_a_trace_with_300_masks_in_one_set_loads_and_renders_in_inspect(three_hu
     state, message, _, _, final_image, final_masks = inspect.load_trace(three_hundred_masks_zip)
     assert warnings == [] and "Done: 100 masks selected after 2 rounds" in message
     assert final_image["visible"] is True and final_image["value"] is not None and final_masks.count("<tr data-mask=") == 100
-    round_html, _, timeline = inspect.show_round(state, 1)
+    round_html, _, timeline, _ = inspect.show_round(state, 1)
     assert "found masks: 300" in round_html and timeline.count('<tr class="timeline-') == 2
 
 
@@ -221,7 +221,7 @@ def test_an_inspected_trace_lives_in_the_store_until_its_time_to_live(three_hund
     clock.now = 1199
     assert inspect.step_round(key, 1, 1) == 2
     clock.now = 1800
-    round_html, _, timeline = inspect.show_round(key, 1)
+    round_html, _, timeline, _ = inspect.show_round(key, 1)
     assert "This inspected trace is no longer open (sessions close 10 minutes after their last use" in round_html
     assert "upload the trace again" in round_html and timeline == ""
     assert inspect.store.info() == (0, 0)

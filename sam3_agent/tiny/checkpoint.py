@@ -42,8 +42,11 @@ def write_checkpoint(out_dir: Path, marker_file: str, signature: str, save: Call
             if target.is_dir() and not path.is_dir():
                 shutil.rmtree(target)
             os.replace(path, target)
-        (out_dir / f".{marker_file}.tmp").write_text(signature, encoding="utf-8")
-        os.replace(out_dir / f".{marker_file}.tmp", out_dir / marker_file)
+        # the marker's staging name is unique too: two processes building the same checkpoint at once (test workers)
+        # each move their own identical files in, and neither loses its marker to the other's rename
+        marker_tmp = staging / f".{marker_file}.tmp"
+        marker_tmp.write_text(signature, encoding="utf-8")
+        os.replace(marker_tmp, out_dir / marker_file)
 
 
 def json_signature(builder: str, version: object, seed: int) -> str:
