@@ -75,6 +75,25 @@ def test_the_locate_view_draws_only_its_mask_over_the_shrunk_photo():
     assert (xs.min(), xs.max(), ys.min(), ys.max()) == (288, 403, 96, 211)
 
 
+def test_a_rounds_locate_views_shrink_the_photo_once_and_each_draws_on_its_own_copy(monkeypatch):
+    image = photo("coffee.jpg").copy()  # 600 x 400, an object of this test's own
+    masks = mask_set(400, 600, [(300, 100, 420, 220), (20, 20, 80, 80), (450, 250, 590, 390)])
+    resizes = []
+    original = Image.Image.resize
+    monkeypatch.setattr(Image.Image, "resize", lambda self, *a, **k: resizes.append(self.size) or original(self, *a, **k))
+    views = [np.asarray(render_locate_view(image, masks, k)) for k in range(3)]
+    assert resizes == [(600, 400)]  # one shrink for the three views
+    plain = np.asarray(original(image, (576, 384), Image.Resampling.BOX))
+    for k, view in enumerate(views):  # each view has its own mask only: no view drew on another's copy
+        others = [j for j in range(3) if j != k]
+        for j in others:
+            x0, y0, x1, y1 = (round(v * 0.96) for v in masks.tight_boxes[j])
+            assert np.array_equal(view[y0 + 2:y1 - 2, x0 + 2:x1 - 2], plain[y0 + 2:y1 - 2, x0 + 2:x1 - 2]), (k, j)
+    other = image.copy()  # another photo of the same size is shrunk again, not taken for the first
+    render_locate_view(other, masks, 0)
+    assert resizes == [(600, 400), (600, 400)]
+
+
 def test_a_close_up_is_laid_out_in_whole_tokens_with_the_crop_centred_in_each_half():
     assert closeup_layout(100, 100) == ((768, 384), (382, 382))  # enlarged: 288 tokens
     assert closeup_layout(2000, 1500) == ((768, 288), (382, 286))  # shrunk: 216 tokens
