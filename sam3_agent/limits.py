@@ -7,6 +7,10 @@ here once; the modules that apply it import it from here.
 
 DEFAULT_MAX_ROUNDS = 30  # the round budget of a run unless one is given
 MAX_ROUNDS_LIMIT = 100  # the largest round budget a run accepts (CLI, app and library alike)
+# The longest query a run accepts (characters, after control tokens are removed: ``messages.checked_query``). A query
+# names what to segment in a sentence or a few; the limit keeps a pasted document out of every main request, which
+# re-sends the query each round.
+MAX_QUERY_CHARS = 2000
 
 # Default bounds on an image's pixel count after resizing: Qwen's recommended range in the Qwen2-VL /
 # Qwen2.5-VL model cards and qwen-vl-utils (min_pixels = 256*28*28, max_pixels = 1280*28*28), i.e.

@@ -1,4 +1,6 @@
-"""Messages of a conversation with a VLM: text and image parts, tool calls, generations, and their chat form.
+"""Messages of a conversation with a VLM: text and image parts, tool calls, generations, and their chat form; the
+query checked as a run takes it (``checked_query``) and model text made safe to print on a terminal
+(``terminal_safe``).
 
 The records every model backend takes and returns; images are held once and shared by content (``ImagePart``).
 """
@@ -15,7 +17,9 @@ from typing import Any, Literal, Protocol
 
 from PIL import Image
 
+from .errors import InputError
 from .images import image_digest
+from .limits import MAX_QUERY_CHARS
 
 Role = Literal["system", "user", "assistant"]
 
@@ -235,6 +239,44 @@ def strip_control_tokens(text: str) -> str:
         if cleaned == text:
             return cleaned
         text = cleaned
+
+
+# Every C0 and C1 control but newline and tab (ESC, CSI 0x9b and OSC 0x9d start terminal sequences; NUL, BEL, CR and
+# backspace are acted on too), DEL, and the bidirectional overrides and isolates, which reorder what a line seems to
+# say (Unicode TR #9).
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` (a model's, or anything quoting it) as a terminal may print it: every character a terminal would act
+    on instead of showing is written as a visible escape. ESC becomes the four characters ``\\x1b``, so ``ESC[2J``
+    prints as ``\\x1b[2J`` and clears nothing; NUL prints as ``\\x00``, U+202E as ``\\u202e``. Newlines, tabs and
+    every other character (any script, emoji) are kept. For what is printed only: traces keep the raw text.
+
+    Hand-written: the standard library has no such function (``repr`` also escapes quotes, and ``ascii`` every
+    non-ASCII letter a reader wants to see).
+    """
+    return _TERMINAL_UNSAFE.sub(_visible_escape, text)
+
+
+def checked_query(query: object) -> str:
+    """``query`` as a run takes it: chat-template control tokens removed (``strip_control_tokens``) and outer
+    whitespace stripped. Every front end checks a query with this before any model loads, and ``Agent.start`` again.
+
+    Raises:
+        InputError: the query is not text or is empty, or has more than ``limits.MAX_QUERY_CHARS`` characters.
+    """
+    text = strip_control_tokens(query).strip() if isinstance(query, str) else ""
+    if not text:
+        raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InputError(f"the query has {len(text)} characters; shorten it to at most {MAX_QUERY_CHARS}")
+    return text
 
 
 def chat_messages(messages: Sequence[Message], image_item: Callable[[Image.Image], dict[str, Any]]) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from .models.loading import default_device
 from .models.zerogpu import on_zero_gpu
 from .sam.segmenter import DEFAULT_FEATURE_CACHE_BYTES, DEFAULT_SAM3_MODEL, Sam3Segmenter, Segmenter, sam3_dtype
 from .vlm.base import VLM
+from .vlm.scripted import ScriptedVLM, load_run_script
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +218,8 @@ def check_backend_settings(settings: BackendSettings) -> None:
         InputError: an unknown preset; a model id given with the ``tiny`` preset (which builds its own models); a
             token budget or pixel bound that is not a whole number of at least 1; ``min_pixels`` above ``max_pixels``;
             decoding values that contradict each other or are out of range (``engine.decoding.check_overrides``) or
-            that a script would ignore; a server URL without a model name; both a server and a script.
+            that a script would ignore; a server URL without a model name; both a server and a script; a script
+            file a run cannot replay (``vlm.scripted.load_run_script``: read now, before any model loads).
     """
     if settings.preset not in ("real", "tiny"):
         raise InputError(f"unknown preset {settings.preset!r}: use 'real' or 'tiny'")
@@ -247,6 +249,8 @@ def check_backend_settings(settings: BackendSettings) -> None:
             "--decoding, --temperature, --top-p, --top-k and --seed apply to a model (--vlm-model or --vlm-server): "
             "a script replays its text"
         )
+    if settings.script:
+        load_run_script(settings.script)
 
 
 def build_backends(settings: BackendSettings) -> Backends:
@@ -298,11 +302,7 @@ def _planned_segmenter(settings: BackendSettings, sam3_id: str, plan: MemoryPlan
 
 def _scripted_vlms(script_file: str, record: dict[str, Any]) -> tuple[VLM, VLM]:
     """The main and verification VLMs replaying a script file (``InputError`` when it has no main responses)."""
-    from .vlm.scripted import ScriptedVLM, load_script
-
-    script = load_script(script_file)
-    if not script["main"]:
-        raise InputError(f"the script {script_file} has no main responses: add at least one")
+    script = load_run_script(script_file)
     name = Path(script_file).name
     main = ScriptedVLM(script["main"], name=f"scripted:{name}")
     record["vlm_model"] = f"script {name}"

@@ -71,7 +71,7 @@ def test_every_bad_line_is_named_in_one_message(tmp_path):
         '  line 2: expected a JSON object with "image" and "query"\n'
         "  line 4: not valid JSON (Expecting ',' delimiter, column 18)\n"
         "  line 5: repeats the id 'one' of line 1; ids must be unique\n"
-        '  line 6: the query is empty; say what to segment, e.g. "the leftmost child"'
+        "  line 6: the query is empty: describe what to segment, e.g. 'the leftmost child'"
     )
 
 

@@ -39,7 +39,10 @@ def test_environment_variables_set_every_option():
     )
 
 
-def test_flags_win_over_environment_variables():
+def test_flags_win_over_environment_variables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the scripts are read while the settings are checked
+    for name in ("env.json", "flag.json"):
+        (tmp_path / name).write_text('["<tool>{}</tool>"]')
     env = {"SAM3_AGENT_PRESET": "real", "SAM3_AGENT_MAX_ROUNDS": "12", "SAM3_AGENT_SCRIPT": "env.json",
            "GRADIO_SERVER_PORT": "7000", "SAM3_AGENT_VLM_SERVER_DEADLINE": "300"}
     settings, verbose = parse_settings(["--preset", "tiny", "--max-rounds", "5", "--script", "flag.json",

@@ -20,7 +20,7 @@ from PIL import Image
 from ..errors import BackendError, InputError
 from ..events import Event, RoundFinished, RoundStarted, RunFinished, TokenStreamed, ToolStarted
 from ..images import file_name_of
-from ..messages import Generation, ImagePart, Message, TextPart, strip_control_tokens
+from ..messages import Generation, ImagePart, Message, TextPart, checked_query
 from ..sam.segmenter import Segmenter
 from ..types import Round, Trace
 from ..vlm.base import VLM
@@ -36,8 +36,6 @@ from .tools import ToolOutcome, Tools, ToolState
 from .verify import RunCancelled
 
 logger = logging.getLogger(__name__)
-
-MAX_QUERY_CHARS = 2000
 
 
 class Agent:
@@ -111,15 +109,12 @@ class Agent:
                 lossless copy of ``image`` when it decodes to ``image`` (``Trace.image_file``).
 
         Raises:
-            InputError: empty or overlong query, an image that is not RGB, or a photo with no sensible view
+            InputError: an empty query or one over ``limits.MAX_QUERY_CHARS`` characters (``messages.checked_query``),
+                an image that is not RGB, or a photo with no sensible view
                 at the VLMs' pixel budgets (``vlm.image_fit.check_photo``: a strip too thin to see).
         """
-        # Chat-template control tokens in user text would end the turn early: drop them.
-        query = strip_control_tokens(query).strip() if isinstance(query, str) else ""
-        if not query:
-            raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InputError(f"the query has {len(query)} characters; shorten it to at most {MAX_QUERY_CHARS}")
+        # Chat-template control tokens in user text would end the turn early: checked_query drops them.
+        query = checked_query(query)
         if not isinstance(image, Image.Image) or image.mode != "RGB":
             raise InputError("the image must be an RGB PIL image: load it with sam3_agent.images.load_image")
         for model in (self.vlm, self.verifier):

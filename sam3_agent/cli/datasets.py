@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import EXIT_BACKEND, EXIT_INPUT, EXIT_OK, EXIT_STOPPED
+from ..limits import MAX_QUERY_CHARS
 
 DATASET_COMMANDS = ("batch", "eval")
 FORMATS = ("reasonseg", "refcoco", "jsonl")
@@ -56,7 +57,8 @@ def add_dataset_commands(commands: Any) -> None:
     batch = commands.add_parser("batch", help="run the agent over many images; resumable (see README: Datasets)")
     batch.add_argument("--input", required=True,
                        help="JSONL file of items ({\"image\", \"query\", \"id\"} per line) or a folder of images")
-    batch.add_argument("--query", help="the query for every image (with a folder of images)")
+    batch.add_argument("--query", help=f"the query for every image (with a folder of images; at most {MAX_QUERY_CHARS} "
+                                       "characters, as every item's)")
     batch.add_argument("--out", required=True, help="output folder; a rerun into it skips finished items")
     _add_backend_arguments(batch)
     evaluate = commands.add_parser("eval", help="evaluate on a segmentation benchmark (gIoU, cIoU, precision...)")
@@ -121,14 +123,16 @@ def read_samples(args: argparse.Namespace) -> tuple[list, Any]:
 
 
 def _prepare_batch(items: Sequence, args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """The backend settings, the agent config and the prepared output folder, from the checked flags.
+    """The backend settings, the agent config and the layout of the output folder, from the flags checked before any
+    model loads. The folder is checked (``trace.out_folder.check_out_folder``) but not made: ``layout.prepare()``
+    makes it once the models are ready, so a refused batch leaves the disk as it was.
 
     Raises:
-        InputError: out-of-range or ignored flags (before any model loads), or an output folder that is not a
-            batch's.
+        InputError: out-of-range or ignored flags, an unreadable script, or an output folder that cannot be written.
     """
     from ..datasets.batch.layout import BatchLayout
     from ..errors import InputError
+    from ..trace.out_folder import check_out_folder
     from .flags import agent_config, backend_settings
 
     settings = backend_settings(args)  # checked: out-of-range or ignored flags are refused before any load
@@ -138,7 +142,7 @@ def _prepare_batch(items: Sequence, args: argparse.Namespace) -> tuple[Any, Any,
         raise InputError(f"--ray-workers must be at least 1, got {args.ray_workers}")
     config = agent_config(args)
     layout = BatchLayout(args.out, items)
-    layout.prepare()
+    check_out_folder(args.out)
     return settings, config, layout
 
 
@@ -169,6 +173,7 @@ def _run_locally(items: Sequence, layout: Any, settings: Any, config: Any, args:
     stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
     stdout.flush()
     try:
+        layout.prepare()  # the batch starts: now its folder may be made
         return run_batch(items, layout, agents, concurrency=args.concurrency, max_image_pixels=args.max_image_pixels,
                          progress=progress)
     finally:

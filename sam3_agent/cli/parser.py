@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..limits import MAX_QUERY_CHARS
 from .datasets import add_dataset_commands
 from .flags import add_model_arguments
 
@@ -18,7 +19,8 @@ def build_parser(prog: str = "python -m sam3_agent") -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="answer a query on one image and write the trace and masks")
     run.add_argument("--image", required=True, help="path of the photo (JPEG, PNG, WebP, TIFF...)")
-    run.add_argument("--query", required=True, help='what to segment, e.g. "the leftmost child in a blue vest"')
+    run.add_argument("--query", required=True, help='what to segment, e.g. "the leftmost child in a blue vest" '
+                                                    f'(at most {MAX_QUERY_CHARS} characters)')
     run.add_argument("--out", required=True, help="output folder (created if needed)")
     add_model_arguments(run)
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")

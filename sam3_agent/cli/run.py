@@ -4,7 +4,8 @@ Prints each round as it happens and writes to DIR: the trace (``trace.json``, ``
 after every round on a background thread, so a killed run keeps its finished rounds), ``final_overlay.png`` and
 ``final_masks.json`` (COCO results format), each written under a temporary name and renamed into place.
 A Ctrl-C or SIGTERM while a run's files are being written waits
-until they are complete.
+until they are complete. Every input is checked before any model loads (``checked_inputs``), and DIR is made only once
+the run has started: a refused run leaves the disk as it was. Model text is printed through ``messages.terminal_safe``.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from typing import TextIO
 
 import cv2
 import numpy as np
+from PIL import Image
 
-from .. import Agent, Trace, TraceWriter, build_backends, load_image, save_trace
+from .. import Agent, AgentConfig, BackendSettings, Trace, TraceWriter, build_backends, load_image, save_trace
 from ..errors import EXIT_BACKEND, EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_SAVE, EXIT_STOPPED, BackendError, InputError
 from ..events import Event, MaskVerdictReady, RoundFinished, RoundStarted, RunFinished, ToolStarted
 from ..imaging.overlay import render_numbered_overlay
 from ..mask_set import to_coco_results
-from ..messages import ToolCall
+from ..messages import ToolCall, checked_query, terminal_safe
 from ..package_files import EXAMPLE_SCRIPT, shown_path
 from ..trace.encode import photo_file_of
+from ..trace.out_folder import check_out_folder, make_out_folder
 from ..trace.writer import write_atomic
 from ..vlm.image_fit import ImageLimits, check_photo
 from .flags import agent_config, backend_settings, with_planned_batch
@@ -46,13 +49,18 @@ def _excerpt(text: str) -> str:
 class EventPrinter:
     """Prints events as the CLI shows them: round header, reasoning excerpt and call when the tool
     starts, verdicts as they come, then the outcome and timings of the round. The reasoning is the agent's
-    reading of it (``ToolStarted.reasoning``, ``Round.reasoning``): nothing here parses model text."""
+    reading of it (``ToolStarted.reasoning``, ``Round.reasoning``): nothing here parses model text. Every line goes
+    through ``messages.terminal_safe``: model text reaches the terminal with its control characters and escape
+    sequences shown, not obeyed (the trace keeps the raw text)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
+    def _write(self, text: str) -> None:
+        self.stream.write(terminal_safe(text))
+
     def __call__(self, event: Event) -> None:
-        write = self.stream.write
+        write = self._write
         if isinstance(event, RoundStarted):
             note = f", {len(event.context.dropped)} message(s) pruned" if event.context.dropped else ""
             write(f"Round {event.round_index}/{event.max_rounds}: asking the VLM "
@@ -82,7 +90,7 @@ class EventPrinter:
 
     def _reasoning(self, reasoning: str) -> None:
         if reasoning.strip():
-            self.stream.write(f"  reasoning: {_excerpt(reasoning)}\n")
+            self._write(f"  reasoning: {_excerpt(reasoning)}\n")
 
 
 def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) -> None:
@@ -121,13 +129,14 @@ def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) ->
 
 
 def prepare_out_dir(out: Path) -> None:
-    """Create the output folder and make sure files can be written there, before any model loads.
+    """Create the output folder of a run that has started (``trace.out_folder``: ``check_out_folder`` checked it
+    before any model loaded) and make sure files can be written there.
 
     Raises:
-        InputError: the path is a file, lies under a file, or is not writable.
+        InputError: it cannot be made or written (something changed since the check).
     """
+    make_out_folder(out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
         (out / "images").mkdir(exist_ok=True)
         probe = out / ".write-test"
         probe.write_bytes(b"")
@@ -136,6 +145,27 @@ def prepare_out_dir(out: Path) -> None:
         raise InputError(
             f"cannot write to the output folder {out}: {error.strerror or error}; choose another --out"
         ) from None
+
+
+def checked_inputs(args: argparse.Namespace) -> tuple[BackendSettings, AgentConfig, Image.Image, str]:
+    """Everything ``run`` can check without a model, checked before any loads: the flags and the script
+    (``flags.backend_settings``), the query (``messages.checked_query``), ``--out`` (``check_out_folder``: nothing
+    is created), the photo (loaded within ``--max-image-pixels``, and seen at the pixel bounds the flags give,
+    ``image_fit.check_photo``).
+
+    Returns:
+        (backend settings, agent config, the photo as RGB, the query as a run takes it).
+
+    Raises:
+        InputError: the first input refused; the message says what to change.
+    """
+    settings = backend_settings(args)
+    config = agent_config(args)
+    query = checked_query(args.query)
+    check_out_folder(args.out)
+    image = load_image(args.image, max_pixels=args.max_image_pixels)
+    check_photo(image, ImageLimits.with_bounds(args.min_pixels, args.max_pixels), bound_advice="--max-pixels")
+    return settings, config, image, query
 
 
 def tiny_preset_note(scripted: bool) -> str:
@@ -150,15 +180,11 @@ def tiny_preset_note(scripted: bool) -> str:
 
 
 def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``run``: check every input, load the models, run, and write the outputs into ``--out``, which is made only
+    once the run has started (a refused run leaves the disk as it was). Returns the exit status."""
     out = Path(args.out)
     try:
-        settings = backend_settings(args)  # checked: out-of-range or ignored flags are refused here
-        image = load_image(args.image, max_pixels=args.max_image_pixels)
-        check_photo(image, ImageLimits.with_bounds(args.min_pixels, args.max_pixels))  # before any model loads
-        prepare_out_dir(out)
-        config = agent_config(args)
-        if not args.query.strip():
-            raise InputError("the query is empty: describe what to segment, e.g. 'the leftmost child'")
+        settings, config, image, query = checked_inputs(args)
     except InputError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_INPUT
@@ -171,14 +197,15 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         backends = build_backends(settings)
         config = with_planned_batch(config, args, backends.settings)  # smaller on a small GPU
         stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
+        agent = Agent.from_backends(backends, config)  # refuses a tool format the loaded model cannot take
+        agent_run = agent.start(image, query, image_name=args.image, image_file=photo_file_of(args.image))
+        prepare_out_dir(out)  # the run has started: now its folder may be made
     except InputError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_INPUT
     except BackendError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_BACKEND
-    agent = Agent.from_backends(backends, config)
-    agent_run = agent.start(image, args.query, image_name=args.image, image_file=photo_file_of(args.image))
     writer = TraceWriter(out)
     writer.submit(agent_run.trace)
     try:
@@ -214,5 +241,5 @@ def finish_run(trace: Trace, out: Path, stdout: TextIO, stderr: TextIO, writer: 
     stdout.write(f"Wrote {out / 'trace.json'}, {out / 'final_overlay.png'}, {out / 'final_masks.json'}\n")
     if trace.status in ("done", "no_mask"):
         return EXIT_OK
-    stderr.write(f"error: {trace.status}: {trace.error}\n")
+    stderr.write(f"error: {trace.status}: {terminal_safe(str(trace.error))}\n")  # may quote the model
     return {"failed": EXIT_BACKEND, "max_rounds": EXIT_BUDGET}.get(trace.status, EXIT_STOPPED)

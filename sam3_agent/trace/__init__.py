@@ -3,6 +3,7 @@ every round, and read within bounds when the file comes from outside (``safe_rea
 
 - ``io``: ``save_trace`` / ``load_trace`` and ``TraceWriter``, the entry points.
 - ``encode`` / ``decode`` / ``schema_v1``: the format; ``writer``: atomic folder writes and the per-round writer.
+- ``out_folder``: an output folder checked before any model loads without creating it, and made once a run starts.
 - ``safe_read``: bounded reading of a ``.zip`` or a folder of files, and ``reading``, the boundary every loader
   runs inside; ``safe_decode``: images and masks checked against the photo before decoding, one budget per load.
 

@@ -169,12 +169,22 @@ def fit_messages(messages: Sequence[Message], limits: ImageLimits, *, resize: bo
     return fitted
 
 
-def check_photo(image: Image.Image, limits: ImageLimits = DEFAULT_LIMITS) -> None:
+# What a refused photo's message offers to raise besides cropping, by default (the library and the command line). A
+# front end where the bound cannot be changed (the app: its visitors set no flags) offers cropping alone.
+BOUND_ADVICE = "the VLM's pixel budget (--max-pixels on the command line, max_pixels in Python)"
+
+
+def check_photo(image: Image.Image, limits: ImageLimits = DEFAULT_LIMITS, *,
+                bound_advice: str | None = BOUND_ADVICE) -> None:
     """Refuse a user photo that has no sensible view at the model's pixel budget.
 
     The photo is padded as ``fit_image`` pads it and scaled into the pixel bounds, as the processor
     scales it; if its short side then spans less than one image token (``limits.token_side`` pixels),
     the model could not see it.
+
+    Args:
+        bound_advice: what the reader may raise instead of cropping, in the words of the front end that shows the
+            message (``None``: cropping is the only way, as for a visitor of the app).
 
     Raises:
         InputError: the photo is too thin; the message gives its size and what to do.
@@ -184,11 +194,12 @@ def check_photo(image: Image.Image, limits: ImageLimits = DEFAULT_LIMITS) -> Non
     scale = bounded_size(*padded, limits)[0] / padded[0]
     seen = min(width, height) * scale
     if seen < limits.token_side:
+        raised = f" or raise {bound_advice}" if bound_advice else ""
         raise InputError(
             f"the photo is {width} x {height} pixels: within the model's budget of {limits.max_pixels:,} pixels "
             f"its short side would be {seen:.0f} px, less than one image token ({limits.token_side} px), so the "
             "model could not see it; crop it to the part that matters (a long side at most about "
-            f"{int(limits.max_aspect_ratio)} times the short side) or raise --max-pixels"
+            f"{int(limits.max_aspect_ratio)} times the short side){raised}"
         )
 
 

@@ -2,7 +2,8 @@
 
 ``ScriptedVLM`` streams each response in word-sized pieces, so code consuming the stream runs the
 same path as with a real model, and records every request so tests can inspect the contexts sent.
-``load_script`` reads responses from a JSON file (``--script`` of the CLI, demo traces).
+``load_script`` reads responses from a JSON file (``--script`` of the CLI, demo traces); ``load_run_script`` also
+refuses one a run cannot start with (no main responses), and front ends call it before any model loads.
 """
 
 from __future__ import annotations
@@ -210,6 +211,18 @@ def load_script(path: str | Path) -> dict[str, list[Response]]:
         f"script file {path} must hold a list of responses or an object with \"main\" and \"verify\" lists, "
         f"got {_json_type(data)}"
     )
+
+
+def load_run_script(path: str | Path) -> dict[str, list[Response]]:
+    """``load_script`` for a run, which starts with a main call: a script without main responses is refused.
+
+    Raises:
+        InputError: what ``load_script`` refuses, or no main responses.
+    """
+    script = load_script(path)
+    if not script["main"]:
+        raise InputError(f"the script {path} has no main responses: add at least one")
+    return script
 
 
 def _responses_from_json(items: list[Any], path: Path, where: str) -> list[Response]:

@@ -17,7 +17,7 @@ from ...agent.loop import Agent
 from ...agent.prompts import Prompts, load_prompts
 from ...presets import Backends, BackendSettings, build_backends
 from ...vlm.base import supports_batches
-from ...vlm.scripted import Response, ScriptedVLM, load_script
+from ...vlm.scripted import Response, ScriptedVLM, load_run_script
 from .coalesce import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, CoalescingVLM
 
 
@@ -35,7 +35,7 @@ class BatchAgents:
     Args:
         backends: the loaded backends (``presets.build_backends``).
         config: limits and thresholds of every run.
-        script: a loaded script (``vlm.scripted.load_script``) replayed from the start for every item, or ``None``.
+        script: a loaded script (``vlm.scripted.load_run_script``) replayed from the start for every item, or ``None``.
         script_name: the script's file name (recorded in traces).
         share_batches: let items in flight share the local VLM's batches (``coalesce.CoalescingVLM``); ignored
             for a script or a VLM without ``generate_batch``.
@@ -72,7 +72,7 @@ class BatchAgents:
             InputError: inconsistent settings or an unreadable script.
             BackendError: a model cannot be loaded.
         """
-        script = load_script(settings.script) if settings.script else None
+        script = load_run_script(settings.script) if settings.script else None
         backends = build_backends(settings)
         return cls(backends, config, script=script, script_name=Path(settings.script or "script").name,
                    share_batches=concurrency > 1)

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...messages import checked_query
 from .hidden_files import is_hidden_file, without_hidden_files
 from .jsonl import read_jsonl
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".heif", ".avif")
 MAX_ID_CHARS = 200
-MAX_QUERY_CHARS = 2000  # the agent's own limit (agent.MAX_QUERY_CHARS); checked early to name the line
 _SAFE_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -91,7 +91,7 @@ def read_items(source: str | Path, query: str | None = None) -> list[BatchItem]:
 
 
 def _folder_items(folder: Path, query: str) -> list[BatchItem]:
-    _check_query(query, f"the query for {folder}")
+    _check_query(query, f"--query for {folder}")
     entries = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES or is_hidden_file(p.name))
     files = [p for p in without_hidden_files(entries, folder) if p.is_file()]
     if not files:
@@ -132,10 +132,11 @@ def item_from_json(data: Any, base: Path, where: str) -> BatchItem:
 
 
 def _check_query(query: str, where: str) -> None:
-    if not query:
-        raise InputError(f"{where}: the query is empty; say what to segment, e.g. \"the leftmost child\"")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InputError(f"{where}: the query has {len(query)} characters; shorten it to at most {MAX_QUERY_CHARS}")
+    """The run's own query check (``messages.checked_query``), made before any model loads and naming the line."""
+    try:
+        checked_query(query)
+    except InputError as error:
+        raise InputError(f"{where}: {error}") from None
 
 
 def folder_names(ids: Iterable[str]) -> dict[str, str]:

@@ -114,7 +114,8 @@ def run_batch_on_ray(
     progress: TextIO | None = None,
     init_options: dict[str, Any] | None = None,
 ) -> BatchResult:
-    """Run every unfinished item on a Ray cluster, then write the dataset-level files (as ``runner.run_batch``).
+    """Run every unfinished item on a Ray cluster, then write the dataset-level files (as ``runner.run_batch``). The
+    output folder is prepared (``layout.prepare()``) once the workers have loaded their models.
 
     Args:
         items, layout: as ``runner.run_batch``.
@@ -129,6 +130,7 @@ def run_batch_on_ray(
     Raises:
         BackendError: Ray cannot start or be reached (nothing answers at the address within ``CONNECT_SECONDS``), no
             worker can be placed or could load its models, or every worker died.
+        InputError: the output folder cannot be made or written.
         OSError: the output folder cannot be written.
     """
     import ray
@@ -138,6 +140,7 @@ def run_batch_on_ray(
     try:
         slots = _start_workers(ray, settings, config, workers, concurrency)
         _wait_for_workers(ray, slots)
+        layout.prepare()  # the batch starts: now its folder may be made (idempotent)
         return _drive(ray, slots, items, layout, concurrency, max_image_pixels, progress)
     finally:
         for slot in slots:

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from ...agent.loop import AgentRun
 from ...errors import InputError, Sam3AgentError
 from ...images import MAX_PIXELS, ImageSource, load_image
+from ...messages import terminal_safe
 from ...trace.encode import photo_file_of
 from ...types import Trace
 from .agents import AgentSource
@@ -103,7 +104,8 @@ class BatchProgress:
         self.ran += 1
         self._statuses[record.status] += 1
         if record.status not in ANSWERED and self._stream is not None:
-            self._bar.write(f"{item.id}: {record.status}: {record.reason}", file=self._stream)
+            # the reason may quote a model or a server, a folder's file name anything: shown, never obeyed
+            self._bar.write(terminal_safe(f"{item.id}: {record.status}: {record.reason}"), file=self._stream)
         self._bar.set_postfix_str(", ".join(f"{k} {v}" for k, v in sorted(self._statuses.items())), refresh=False)
         self._bar.update(1)
 
