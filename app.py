@@ -29,19 +29,27 @@ import_spaces()
 
 # Only light imports before the flags are parsed: `python app.py --help` answers at once; Gradio and torch
 # load afterwards (their import takes seconds to tens of seconds).
-from sam3_agent.errors import InputError  # noqa: E402
+from sam3_agent.errors import EXIT_INPUT, InputError  # noqa: E402
+from sam3_agent.ui.server_port import listen_problem  # noqa: E402
 from sam3_agent.ui.settings import parse_settings  # noqa: E402
 
 logger = logging.getLogger("app")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse settings, load the models once, build the page and serve it until interrupted."""
+    """Parse settings, check the port, load the models once, build the page and serve it until interrupted.
+
+    Returns the exit status: 0 after serving, 2 bad settings or an address it cannot listen on (said before any
+    model loads), 130 stopped while the models loaded."""
     try:
         settings, verbose = parse_settings(argv)
     except InputError as error:
         sys.stderr.write(f"error: {error}\n")
-        return 2
+        return EXIT_INPUT
+    problem = listen_problem(settings.host, settings.port)  # before minutes of model loading, not after
+    if problem:
+        sys.stderr.write(f"error: {problem}\n")
+        return EXIT_INPUT
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
@@ -58,12 +66,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         demo, handlers = create_demo(settings)
     except InputError as error:
         sys.stderr.write(f"error: {error}\n")
-        return 2
+        return EXIT_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("stopped while the models were loading\n")
         return 130
     atexit.register(handlers.close)
-    launch(demo, settings)
+    try:
+        launch(demo, settings)
+    except OSError:
+        problem = listen_problem(settings.host, settings.port)  # taken while the models loaded?
+        if problem is None:
+            raise  # another fault: its traceback is what a report needs
+        sys.stderr.write(f"error: {problem}\n")
+        return EXIT_INPUT
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from pathlib import Path
@@ -122,6 +123,36 @@ def test_an_upload_the_app_cannot_read_gets_the_projects_own_message(app_url, tm
     text = str(caught.value)
     assert message in text and "upstream Gradio app has raised an exception" not in text
     assert "/tmp" not in text and "gradio" not in text.lower()  # no server paths
+
+
+@pytest.mark.parametrize("name, query, message", [
+    ("notes.jpg", "the cup", "'notes.jpg' is not an image"),
+    ("coffee.jpg", "  ", "the query is empty"),
+])
+def test_bad_input_on_segment_is_one_warning_line_in_the_servers_log_without_a_traceback(app_url, tmp_path, capfd,
+                                                                                      caplog, name, query, message):
+    path = tmp_path / name
+    path.write_bytes((ASSETS / "coffee.jpg").read_bytes() if name == "coffee.jpg" else b"plain text, not a picture")
+    capfd.readouterr()
+    with caplog.at_level(logging.WARNING, logger="sam3_agent"), pytest.raises(Exception, match=message):
+        Client(app_url, verbose=False).predict(handle_file(str(path)), query, api_name="/segment")
+    server_log = capfd.readouterr().err
+    assert "Traceback" not in server_log and "gradio.exceptions.Error" not in server_log
+    refusals = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "sam3_agent.ui.refusals"]
+    assert len(refusals) == 1 and refusals[0][0] == "WARNING"
+    assert refusals[0][1].startswith("/segment refused: ") and message in refusals[0][1]
+
+
+def test_models_that_failed_to_load_are_a_server_fault_on_segment_and_keep_their_traceback(tmp_path):
+    import gradio as gr
+
+    from sam3_agent.ui.run import api
+    from sam3_agent.ui.run.runner import AgentFactory
+
+    factory = AgentFactory(AppSettings(), None, load_error="SAM 3 weights not found at /models/sam3")
+    with pytest.raises(gr.Error, match="SAM 3 weights not found") as caught:
+        next(api.segment(factory, tmp_path, str(ASSETS / "coffee.jpg"), "the cup"))
+    assert caught.value.print_exception is True  # Gradio prints its traceback
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from typing import Any
 import gradio as gr
 
 from ...errors import BackendError, InputError
+from ..refusals import refused
 from .runner import AgentFactory, write_run_files
 from .start import start_run
 
@@ -35,11 +36,14 @@ def segment(factory: AgentFactory, root: Path, image: str, query: str) -> Iterat
     (and the GPU) to the end. The files are written in a new folder under ``root/api``.
 
     Raises:
-        gr.Error: bad image or query, or models that could not be loaded.
+        gr.Error: bad image or query (logged as one warning line: ``refusals.refused``), or models that could not be
+            loaded (a fault of the server: logged with its traceback).
     """
     try:
         agent_run = start_run(factory, image, query, factory.settings.max_rounds, factory.settings.score_threshold)
-    except (InputError, BackendError) as error:
+    except InputError as error:
+        raise refused(str(error), "/segment") from None
+    except BackendError as error:
         raise gr.Error(str(error)) from None
     try:
         last = time.monotonic()

@@ -60,7 +60,7 @@ from .runner import (
     write_run_files,
 )
 from .slot import RunSlot
-from .start import load_photo, start_run
+from .start import checked_photo, start_run
 
 logger = logging.getLogger(__name__)
 
@@ -103,12 +103,13 @@ class Handlers(SharedObject):
     # ------------------------------------------------------------------ running
 
     def uploaded(self, image: Any) -> tuple[Any, Any]:
-        """(status, image) right after a photo is uploaded: one the app does not take is refused at once (the status
-        says why and what to do; the box is emptied for the next one), not only when Run is pressed."""
+        """(status, image) right after a photo is uploaded: one a run would refuse is refused at once, by the checks
+        Run makes (``start.checked_photo``: file, size, the models' own pixel bounds), with the status saying why and
+        what to do and the box emptied for the next one."""
         if not image:
             return gr.skip(), gr.skip()
         try:
-            load_photo(image, self.factory.settings.max_image_pixels)
+            checked_photo(self.factory, image)
         except InputError as error:
             return render_status(StatusLine("error", f"{sentence(str(error))} Upload another photo.")), None
         return render_status(StatusLine("idle", UPLOADED)), gr.skip()

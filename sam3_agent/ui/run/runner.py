@@ -38,7 +38,8 @@ from ...trace.io import TraceWriter, trace_files, zip_files
 from ...trace.writer import write_atomic
 from ...types import Trace
 from ...vlm.base import VLM
-from ...vlm.scripted import Response, ScriptedVLM, load_script
+from ...vlm.image_fit import ImageLimits, limits_of
+from ...vlm.scripted import Response, ScriptedVLM, load_run_script
 from ..settings import AppSettings
 from ..view import model_name
 
@@ -70,7 +71,7 @@ class AgentFactory(SharedObject):
     Args:
         settings: the launch settings.
         backends: the loaded backends, or ``None`` when loading failed.
-        script: the loaded script (``vlm.scripted.load_script``), or ``None``.
+        script: the loaded script (``vlm.scripted.load_run_script``), or ``None``.
         load_error: why the backends could not be loaded (shown to users), or ``None``.
         point_segmenter: SAM 3's point-prompt model for hand corrections (``sam.tracker.PointSegmenter``), or ``None``.
         point_error: why it could not be loaded (point clicks in the Correct view say so), or ``None``.
@@ -102,7 +103,7 @@ class AgentFactory(SharedObject):
             InputError: inconsistent settings or an unreadable script (fix the launch command).
         """
         started = time.perf_counter()
-        script = load_script(settings.backend.script) if settings.backend.script else None
+        script = load_run_script(settings.backend.script) if settings.backend.script else None
         step = time.perf_counter()
         logger.info("loading the agent's models (%s preset): SAM 3 and the VLM...", settings.backend.preset)
         try:
@@ -189,6 +190,13 @@ class AgentFactory(SharedObject):
             ScriptedVLM(self.script["main"], name=f"scripted:{name}", piece_delay=delay),
             ScriptedVLM(self.script["verify"], name=f"scripted-verify:{name}", piece_delay=delay),
         )
+
+    def photo_limits(self) -> list[ImageLimits]:
+        """What the VLMs a run sends the photo to (the main model and the verifier) accept: the limits
+        ``Agent.start`` checks a photo against (``vlm.image_fit.check_photo``). Empty while the models are not loaded."""
+        if self.backends is None:
+            return []
+        return [limits_of(vlm) for vlm in self._vlms(self.backends)]
 
     def new_agent(self, max_rounds: int, score_threshold: float) -> Agent:
         """An agent for one run with this round budget and SAM 3 score threshold.

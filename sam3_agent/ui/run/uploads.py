@@ -19,6 +19,8 @@ from typing import Any
 import gradio as gr
 from gradio import processing_utils
 
+from ..refusals import refused
+
 
 def image_upload(**kwargs: Any) -> gr.Image:
     """A ``gr.Image`` (``type="filepath"``) whose upload reaches the handler as the path of the file as uploaded.
@@ -42,4 +44,4 @@ def _upload_path(component: gr.Image, payload: Any) -> str | None:
         return payload.path
     if payload.url and payload.url.startswith("data:"):
         return processing_utils.save_base64_to_cache(payload.url, component.GRADIO_CACHE)
-    raise gr.Error("the image arrived without a file: upload it again")
+    raise refused("the image arrived without a file: upload it again", "an upload")
