@@ -34,8 +34,8 @@ _EXPORTS = {
     "Trace": ".types",
     "Round": ".types",
     "Masks": ".mask_set",
-    "load_trace": ".trace.io",
-    "load_trace_zip": ".trace.io",
+    "load_trace": ".correct.saved",  # a trace folder, trace.json, trace .zip or bundle .zip
+    "load_trace_zip": ".correct.saved",
     "save_trace": ".trace.io",
     "TraceWriter": ".trace.io",
     "BackendSettings": ".presets",

@@ -80,7 +80,7 @@ class Masks:
     ) -> Masks:
         """Masks from trusted COCO compressed counts (``bytes`` or ASCII ``str``) of masks of ``size`` (H, W).
 
-        Counts read from a file must be checked first (``masks.decode_rle`` validates them).
+        Counts read from a file must be checked first (``rle.decode_rle`` validates them).
         """
         out = cls.__new__(cls)
         held = tuple(c.encode("ascii") if isinstance(c, str) else bytes(c) for c in counts)

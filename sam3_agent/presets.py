@@ -72,7 +72,8 @@ class BackendSettings:
 
     Attributes:
         preset: ``"real"`` or ``"tiny"``.
-        vlm_model: Hugging Face id or local folder of a Qwen2.5-VL / Qwen3-VL model (``real`` preset).
+        vlm_model: Hugging Face id or local folder of the VLM (``real`` preset): Qwen2.5-VL, Qwen3-VL or Qwen3.5 /
+            Qwen3.6 on the fast path, any other image-text-to-text model on plain ``generate`` (docs/models.md).
         vlm_server: base URL of an OpenAI-compatible server (e.g. ``http://127.0.0.1:8000/v1``);
             replaces the local VLM.
         vlm_server_model: model name to ask that server for.

@@ -3,7 +3,7 @@
 Helpers over ``pycocotools.mask`` that work on the raw compressed ``counts`` (bytes) of trusted masks: encode
 once, then read areas, tight boxes and pairwise intersections straight from the runs (no decoding), and decode
 where pixels are needed: a whole mask (pycocotools) or only a box of it (``decode_window``, which pycocotools
-lacks). Validation of RLE read from files lives in ``masks.validated_counts``.
+lacks). Validation of RLE read from files: ``validated_counts``.
 
 COCO RLE is column-major: runs alternate background / foreground, starting with background, over the
 pixels ordered column by column (``size = [H, W]``).
@@ -184,7 +184,7 @@ def areas(counts: Sequence[bytes], height: int, width: int) -> np.ndarray:
 def tight_boxes(counts: Sequence[bytes], height: int, width: int) -> np.ndarray:
     """Tight boxes around the masks, float32 (N, 4), xyxy pixels with x2/y2 exclusive; zeros for an empty mask.
 
-    The same convention as ``masks.boxes_from_masks``; read from the runs (``pycocotools.mask.toBbox``).
+    The same convention as ``imaging.postprocess.boxes_from_masks``; read from the runs (``pycocotools.mask.toBbox``).
     """
     if not counts or height * width == 0:
         return np.zeros((len(counts), 4), dtype=np.float32)

@@ -147,7 +147,7 @@ class Round:
     reasoning: str = ""
 
 
-SCHEMA_VERSION = 2  # 2: views derived on load, masks stored once, the photo as given (trace_io)
+SCHEMA_VERSION = 2  # 2: views derived on load, masks stored once, the photo as given (trace/)
 
 
 @dataclass(eq=False)

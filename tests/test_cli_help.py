@@ -70,3 +70,18 @@ def test_the_defaults_the_flags_show_are_those_the_code_applies(capsys):
                   "(default $SAM3_AGENT_VLM_SERVER_READ_TIMEOUT or 120)",
                   "(default $SAM3_AGENT_VLM_SERVER_DEADLINE or 600)"):
         assert shown in run_help
+
+
+def test_the_vlm_model_help_and_the_docs_name_the_same_families():
+    from sam3_agent.cli.parser import build_parser
+    from sam3_agent.ui.settings import build_parser as build_app_parser
+
+    families = ("Qwen2.5-VL", "Qwen3-VL", "Qwen3.5", "Qwen3.6", "any other image-text-to-text model")
+    helps = [next(a.help for a in parser._actions if "--vlm-model" in a.option_strings)
+             for parser in (build_parser()._subparsers._group_actions[0].choices["run"], build_app_parser())]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    models_table = readme[readme.index("## Models"):readme.index("| GPU |")]
+    cli_page = " ".join((ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split())
+    vlm_model_option = cli_page[cli_page.index("`--vlm-model ID_OR_FOLDER`"):cli_page.index("`--vlm-server http")]
+    for text in (*helps, models_table, vlm_model_option):
+        assert [f for f in families if f not in text] == [], text

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dataset_fixtures import ASSETS, PHOTOS, QUERIES, segment_and_select_script, twenty_items
+from dataset_fixtures import ASSETS, PHOTOS, QUERIES, KnownAgents, segment_and_select_script, twenty_items
 
 from sam3_agent.cli.main import build_parser, main
 
@@ -73,6 +73,35 @@ def test_a_20_item_batch_interrupted_by_ctrl_c_resumes_without_loss(tmp_path, sc
     coco = json.loads((out / "coco.json").read_text())
     assert len(coco["images"]) == 20 and len(coco["annotations"]) == 20
     assert [c["name"] for c in coco["categories"]] == list(QUERIES)
+
+
+def test_a_rerun_with_every_item_finished_loads_no_model(tmp_path, capsys, monkeypatch):
+    from sam3_agent.datasets.batch.agents import BatchAgents
+    from sam3_agent.datasets.batch.items import read_items
+    from sam3_agent.datasets.batch.layout import BatchLayout
+    from sam3_agent.datasets.batch.runner import run_batch
+
+    path = tmp_path / "items.jsonl"
+    path.write_text(f'{{"image": "{ASSETS / "coffee.jpg"}", "query": "the cup"}}\n'
+                    f'{{"image": "{ASSETS / "chelsea.jpg"}", "query": "the dog"}}\n')
+    items, out = read_items(path), tmp_path / "out"
+    layout = BatchLayout(out, items)
+    layout.prepare()
+    first = run_batch(items, layout, KnownAgents({"the cup": "cup", "the dog": None},
+                                                 {"cup": [((200, 40, 420, 310), 0.9)]}))
+    assert (first.ran, first.summary["statuses"]) == (2, {"done": 1, "no_mask": 1})
+    (out / "summary.json").unlink()
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the models were loaded for a batch with nothing left to run")
+
+    monkeypatch.setattr(BatchAgents, "load", no_loading)
+    code = main(["batch", "--preset", "tiny", "--input", str(path), "--out", str(out), "--no-progress"])
+    stdout, stderr = capsys.readouterr()
+    assert (code, stderr) == (0, "")
+    assert f"Nothing to run: all 2 item(s) in {out} are already finished, so no model is loaded.\n" in stdout
+    assert "Loading models" not in stdout and "ran 0, skipped 2 already finished" in stdout
+    assert json.loads((out / "summary.json").read_text())["statuses"] == {"done": 1, "no_mask": 1}  # rewritten
 
 
 def test_a_folder_of_images_with_one_query(tmp_path, script_file, capsys):

@@ -12,6 +12,7 @@ from conftest import people_run, photo, rect_mask
 from PIL import Image
 from pycocotools.coco import COCO
 
+from sam3_agent import load_trace
 from sam3_agent.cli.main import main
 from sam3_agent.correct.edits import EditState, bring_in_mask, delete_mask, erase, paint, relabel_mask, toggle_mask
 from sam3_agent.correct.export import (
@@ -19,7 +20,6 @@ from sam3_agent.correct.export import (
     coco_document,
     items_from_coco,
     load_bundle,
-    load_trace_or_bundle,
     write_coco,
     write_mask_pngs,
 )
@@ -161,7 +161,7 @@ def test_a_trace_loads_from_a_folder_a_zip_or_a_bundle(edited, trace, tmp_path):
     (tmp_path / "t.zip").write_bytes(trace_to_zip_bytes(with_edits))
     (tmp_path / "b.zip").write_bytes(bundle_bytes(with_edits))
     for source in ("run", "run/trace.json", "t.zip", "b.zip"):
-        assert load_trace_or_bundle(tmp_path / source) == with_edits
+        assert load_trace(tmp_path / source) == with_edits
 
 
 def test_a_paint_stroke_on_a_scaled_view_of_a_large_photo_lands_at_full_size(tmp_path):

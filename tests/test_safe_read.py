@@ -24,7 +24,8 @@ from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.loop import Agent
 from sam3_agent.cli.main import main
 from sam3_agent.correct.edits import EditState, paint
-from sam3_agent.correct.export import bundle_bytes, load_bundle, load_trace_or_bundle
+from sam3_agent.correct.export import bundle_bytes, load_bundle
+from sam3_agent.correct.saved import load_trace as load_saved
 from sam3_agent.errors import TraceFormatError
 from sam3_agent.rle import check_rle, decode_rle, encode_rle
 from sam3_agent.trace.io import load_trace, load_trace_zip, save_trace, trace_to_zip_bytes
@@ -131,7 +132,7 @@ def via_zip_bytes(path: Path, tmp: Path) -> str:
 
 
 def via_path(path: Path, tmp: Path) -> str:
-    load_trace_or_bundle(path)
+    load_saved(path)
     return ""
 
 

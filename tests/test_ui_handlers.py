@@ -522,7 +522,7 @@ def test_a_malformed_trace_file_gives_a_clear_message(tmp_path):
         archive.writestr("readme.txt", "hello")
     no_trace.write_bytes(buffer.getvalue())
     state, message, *_ = handlers.inspect.load_trace(str(no_trace))
-    assert state is None and "has no trace.json" in message
+    assert state is None and "holds no trace.json or bundle.json: it is not a SAM3 Agent trace or bundle" in message
 
 
 def test_an_oversized_trace_file_is_refused_before_reading(tmp_path):

@@ -4,6 +4,7 @@ session, the exported COCO file, a restart, two reviewers on one item, .zip uplo
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import zipfile
@@ -190,6 +191,19 @@ def test_bad_sources_are_refused_with_what_to_do(root, tmp_path):
     not_zip.write_text("hello")
     assert "The file is not a .zip" in review.open_zip(str(not_zip), None).status
     assert "open a batch output" in review.accept(None, None).status.lower()
+
+
+def test_a_batch_zip_cut_short_is_told_so(root, tmp_path):
+    whole = io.BytesIO()
+    with zipfile.ZipFile(whole, "w") as archive:
+        for path in sorted((root / "batch").rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(root / "batch").as_posix())
+    cut = tmp_path / "batch.zip"
+    cut.write_bytes(whole.getvalue()[: len(whole.getvalue()) // 2])  # an upload or download that stopped early
+    assert ("The file is damaged or incomplete (e.g. an upload or download cut short): it begins as a .zip but its "
+            "end is missing; zip the batch output folder again and upload the new .zip") in make(root, tmp_path).open_zip(
+                str(cut), None).status
 
 
 def test_accept_refuses_when_the_correct_tab_shows_another_trace(root, tmp_path):

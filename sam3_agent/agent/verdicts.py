@@ -1,6 +1,6 @@
 """Reading the verdict of a per-mask verification answer (``<verdict>Accept</verdict>`` / ``Reject``).
 
-The rules, in the order they apply (README "How model replies are read" says the same in short):
+The rules, in the order they apply (docs/replies.md says the same in short):
 
 - Only the text after the reasoning counts (``agent.reasoning``); a reply that ended inside its reasoning gives none.
 - Each ``<verdict>`` tag is one statement (without a closing tag: its first line). A tag is cut into clauses at

@@ -76,7 +76,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m sam3_agent.bench.nonmodel", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case; the fastest counts (default 3)")
-    parser.add_argument("--reference-python", help="python of a venv with Meta's sam3 0.1.4 (see the README)")
+    parser.add_argument("--reference-python", help="python of a venv with Meta's sam3 0.1.4 (docs/benchmark.md)")
     parser.add_argument("--reference-repeat", type=int, default=2, help="runs per reference case (default 2)")
     parser.add_argument("--skip-model-bench", action="store_true", help="do not run python -m sam3_agent.bench")
     parser.add_argument("--cases", nargs="*", metavar="WxH/N",

@@ -2,7 +2,7 @@
 ``python -m sam3_agent.bench.nonmodel_run --case W H N`` prints one JSON object.
 
 The run is the command line's path with zero-cost model doubles: ``agent.start`` with the photo's file, a
-``TraceWriter`` saving after every round, then ``cli.write_outputs`` (final trace, final_overlay.png,
+``TraceWriter`` saving after every round, then ``cli.run.write_outputs`` (final trace, final_overlay.png,
 final_masks.json). CPU seconds are process CPU time (every thread, the writer's too) minus the doubles' own
 CPU time. ``--app`` instead drives the app's run handler to its answer and its trace download.
 """

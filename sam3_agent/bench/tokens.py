@@ -200,8 +200,9 @@ def run_reference(python: str, case: Case, folder: Path) -> None:
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m sam3_agent.bench.tokens", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", nargs="+", default=[f"{w}x{h}/{n}" for w, h, n in CASES],
-                        help="sizes as WxH/N (default: the four of issue 23)")
+    default_cases = [f"{w}x{h}/{n}" for w, h, n in CASES]
+    parser.add_argument("--cases", nargs="+", default=default_cases,
+                        help=f"sizes as WxH/N (default {' '.join(default_cases)}, as in docs/benchmark.md)")
     parser.add_argument("--round", default="{}x{}/{}".format(*ROUND_CASE),
                         help="the many-mask round, WxH/N (default %(default)s); 'none' skips it")
     parser.add_argument("--reference-python", help="python of a venv with Meta's sam3 0.1.4 (docs/benchmark.md)")

@@ -1,7 +1,8 @@
 """The ``batch`` and ``eval`` subcommands of ``python -m sam3_agent`` (registered by ``sam3_agent.cli.parser``).
 
 ``batch --input ITEMS --out DIR``: ITEMS is a JSONL file of items or a folder of images with ``--query``
-(``items``); writes the batch layout (``layout``) with a progress bar; a rerun skips finished items.
+(``items``); writes the batch layout (``layout``) with a progress bar; a rerun skips finished items, and loads no
+model when every item is finished.
 
 ``eval --dataset PATH --format reasonseg|refcoco|jsonl --out DIR [--protocol NAME]``: reads the benchmark's ground
 truth, keeps the samples the protocol scores (``scoring.protocols``: by default the published one, e.g. the first
@@ -54,7 +55,7 @@ def _add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_dataset_commands(commands: Any) -> None:
     """Register ``batch`` and ``eval`` on the CLI's subparsers (``argparse`` ``add_subparsers`` result)."""
-    batch = commands.add_parser("batch", help="run the agent over many images; resumable (see README: Datasets)")
+    batch = commands.add_parser("batch", help="run the agent over many images; resumable (see docs/datasets.md)")
     batch.add_argument("--input", required=True,
                        help="JSONL file of items ({\"image\", \"query\", \"id\"} per line) or a folder of images")
     batch.add_argument("--query", help=f"the query for every image (with a folder of images; at most {MAX_QUERY_CHARS} "
@@ -183,11 +184,13 @@ def _run_locally(items: Sequence, layout: Any, settings: Any, config: Any, args:
 def _run_batch(
     items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 ) -> tuple[Any, Any, int | None]:
-    """Prepare the output folder, load the models (locally or on Ray workers) and run the batch.
+    """Prepare the output folder, load the models (locally or on Ray workers) and run the batch; when every item is
+    finished already, load nothing and only rewrite the dataset files.
 
     Returns:
         ``(layout, result, None)``, or ``(layout or None, None, exit status)`` when it could not run.
     """
+    from ..datasets.batch.runner import BatchProgress, unfinished_items
     from ..errors import BackendError, InputError
 
     progress = stderr if args.progress else None
@@ -200,6 +203,10 @@ def _run_batch(
         stdout.write("Note: the tiny preset's models have random weights; their masks and text mean nothing.\n")
     run = _run_on_ray if args.ray is not None else _run_locally
     try:
+        if not unfinished_items(items, layout.read_records(items)):
+            stdout.write(f"Nothing to run: all {len(items)} item(s) in {args.out} are already finished, so no model "
+                         "is loaded.\n")
+            return layout, BatchProgress(layout, items, None).close(stopped=False), None  # dataset files rewritten
         result = run(items, layout, settings, config, args, stdout, progress)
     except InputError as error:
         stderr.write(f"error: {error}\n")

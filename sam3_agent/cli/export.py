@@ -19,15 +19,9 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
     """``export``: the corrected masks of a saved trace or bundle as COCO JSON (RLE or polygons), YOLO labels, PNGs
     and/or a bundle."""
     from ..correct.edits import EditState
-    from ..correct.export import (
-        coco_document,
-        coco_file_name,
-        load_trace_or_bundle,
-        write_bundle,
-        write_coco,
-        write_mask_pngs,
-    )
+    from ..correct.export import coco_document, coco_file_name, write_bundle, write_coco, write_mask_pngs
     from ..correct.polygons import polygon_document
+    from ..correct.saved import load_trace
     from ..correct.yolo import write_yolo
 
     if not (args.coco or args.coco_polygons or args.yolo or args.png_dir or args.bundle):
@@ -42,7 +36,7 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
 
     try:
         try:
-            trace = load_trace_or_bundle(args.trace)
+            trace = load_trace(args.trace)
         except OSError as error:
             raise InputError(f"cannot read {args.trace}: {error.strerror or error}") from None
         state = EditState.from_trace(trace)

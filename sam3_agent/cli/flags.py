@@ -28,12 +28,17 @@ if TYPE_CHECKING:
     from ..presets import BackendSettings
 
 
+# which models --vlm-model takes (docs/models.md; the command line and the app say the same)
+VLM_MODEL_HELP = ("Hugging Face id or local folder of the VLM: Qwen2.5-VL, Qwen3-VL or Qwen3.5 / Qwen3.6 (fast path), or "
+                  "any other image-text-to-text model (plain generate; docs/models.md)")
+
+
 def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input images with more pixels than this") -> None:
     """Declare the model, decoding and agent flags on ``parser`` (an ``argparse`` parser or argument group)."""
     add = parser.add_argument
     add("--preset", choices=["real", "tiny"], default="real",
         help="real: Hub models (default); tiny: random tiny models, offline (code paths only)")
-    add("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder (default Qwen/Qwen3-VL-8B-Instruct)")
+    add("--vlm-model", help=f"{VLM_MODEL_HELP} (default Qwen/Qwen3-VL-8B-Instruct)")
     add("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     add("--vlm-server-model", help="model name on that server")
     timeouts = ServerTimeouts()

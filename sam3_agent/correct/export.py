@@ -42,23 +42,16 @@ from pycocotools import mask as coco_mask
 from ..edit_ops import AGENT_ORIGIN
 from ..errors import InputError, TraceFormatError, describe
 from ..rle import encode_rle
-from ..trace.io import TRACE_FILE, load_trace, trace_files, trace_from_json
+from ..trace.file_kind import BUNDLE_FILE
+from ..trace.io import TRACE_FILE, trace_files, trace_from_json
 from ..trace.load_limits import COMMAND_LINE_LIMITS, LoadLimits
 from ..trace.safe_decode import DecodeBudget, masks_for_image
-from ..trace.safe_read import (
-    MAX_ZIP_BYTES,
-    ZipFiles,
-    is_zip_with,
-    read_json,
-    reading,
-    regular_file,
-)
+from ..trace.safe_read import MAX_ZIP_BYTES, ZipFiles, read_json, reading
 from ..types import Trace
 from .edits import EditState, MaskItem, items_from_masks
 
 logger = logging.getLogger(__name__)
 
-BUNDLE_FILE = "bundle.json"
 BUNDLE_FORMAT = "sam3_agent.bundle"
 BUNDLE_VERSION = 1
 TRACE_PREFIX = "trace/"
@@ -267,6 +260,17 @@ def load_bundle(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES, limits
             edits give.
     """
     with reading("the bundle"), ZipFiles(data, "the bundle", max_bytes) as archive:
+        return bundle_from_files(archive, limits)
+
+
+def bundle_from_files(archive: ZipFiles, limits: LoadLimits = COMMAND_LINE_LIMITS) -> Bundle:
+    """The bundle in an opened ``.zip`` (see :func:`load_bundle`, which opens it; ``correct.saved`` opens a ``.zip``
+    once and calls this when ``trace.file_kind`` finds a bundle).
+
+    Raises:
+        TraceFormatError: as :func:`load_bundle`.
+    """
+    with reading("the bundle"):
         manifest = _read_json(archive, BUNDLE_FILE)
         if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
             raise TraceFormatError(f"{BUNDLE_FILE} does not describe a SAM3 Agent bundle")
@@ -308,23 +312,3 @@ def _same_masks(found: Sequence[MaskItem], expected: Sequence[MaskItem]) -> bool
         for a, b in zip(found, expected)
     )
 
-
-def is_bundle(path: str | Path) -> bool:
-    """True for a .zip file holding ``bundle.json``."""
-    path = Path(path)
-    if not path.is_file() or path.suffix.lower() != ".zip":
-        return False
-    return is_zip_with(path, BUNDLE_FILE)
-
-
-def load_trace_or_bundle(path: str | Path) -> Trace:
-    """A trace from a trace folder, its ``trace.json``, a trace .zip or a bundle .zip (edits included).
-
-    Raises:
-        TraceFormatError: missing, unreadable or malformed.
-    """
-    path = Path(path)
-    if is_bundle(path):
-        with reading(f"the bundle {str(path)!r}"):
-            return load_bundle(regular_file(path, "the bundle")).trace
-    return load_trace(path)

@@ -1,4 +1,4 @@
-"""What fits on one GPU, and the settings chosen for it (README "GPU and memory").
+"""What fits on one GPU, and the settings chosen for it (docs/gpu.md).
 
 GPU memory with the default models (estimates from the architectures; the smoke command measures the peaks):
 

@@ -147,7 +147,7 @@ class Sam3Segmenter(CachedImageModel):
     ) -> Sam3Segmenter:
         """Load SAM 3 weights and processor from a Hugging Face id or a local folder.
 
-        The weights go straight onto the device (``model_loading.load_checked``); a checkpoint that lacks any of
+        The weights go straight onto the device (``models.loading.load_checked``); a checkpoint that lacks any of
         ``Sam3Model``'s weights is refused (a ``facebook/sam3`` checkpoint also holds the tracker's and the video
         memory's weights: those are legitimately unused here).
 
@@ -161,7 +161,7 @@ class Sam3Segmenter(CachedImageModel):
         Raises:
             BackendError: the weights or processor cannot be loaded, weights are missing from the checkpoint, or
                 the device cannot take them; the message names ``model_id`` and the fix (see
-                :func:`load_failure_message`, ``model_loading.check_loading_info``).
+                :func:`load_failure_message`, ``models.loading.check_loading_info``).
             InputError: an unknown ``dtype``.
             ValueError: ``feature_cache_size`` or ``feature_cache_bytes`` is negative.
         """

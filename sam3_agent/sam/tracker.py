@@ -127,7 +127,7 @@ class Sam3PointSegmenter(CachedImageModel):
         ``facebook/sam3`` is a ``sam3_video`` checkpoint: transformers renames its ``tracker_model.*``,
         ``tracker_neck.*`` and the detector's vision backbone into ``Sam3TrackerModel`` and ignores the rest (the
         detector's other weights, the video memory). A checkpoint that still lacks any of the point model's weights
-        is refused with the missing keys named (``model_loading.check_loading_info``), instead of clicks on random
+        is refused with the missing keys named (``models.loading.check_loading_info``), instead of clicks on random
         weights.
 
         Args:

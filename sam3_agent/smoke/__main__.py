@@ -1,6 +1,6 @@
-"""``python -m sam3_agent.smoke``: see the package docstring. Exit status: 0 every check passed (or was not judged),
-1 a check failed, 2 bad arguments, 5 no CUDA GPU (add ``--allow-cpu`` with ``--preset tiny``), 6 weights not in
-the Hugging Face cache."""
+"""``python -m sam3_agent.smoke``: the real models checked on a GPU (docs/gpu.md#smoke-test-on-a-gpu). Exit status:
+0 every check passed (or was not judged), 1 a check failed, 2 bad arguments, 5 no CUDA GPU (add ``--allow-cpu``
+with ``--preset tiny``), 6 weights not in the Hugging Face cache."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Decoding a saved trace into records: schema version 2, and version 1 migrated through ``trace_v1``.
+"""Decoding a saved trace into records: schema version 2, and version 1 migrated through ``schema_v1``.
 
 Files are read when first referenced and checked before use: file names against a strict pattern, every mask's
 RLE by ``read_mask_set`` (the one place mask data read from a file is validated: against the photo's size, through
@@ -259,7 +259,7 @@ def _read_edits(data: Any) -> list:
 
 
 def _v1_trace(document: dict[str, Any], load_bytes: Callable[[str], bytes], limits: LoadLimits) -> Trace:
-    """Migrate a version-1 document (see ``trace_v1``)."""
+    """Migrate a version-1 document (see ``schema_v1``)."""
     cache: dict[str, Image.Image] = {}
     budget = DecodeBudget()
     raw: list[Image.Image] = []  # the photo, read first: every other image and mask is checked against it
@@ -309,7 +309,7 @@ def _v1_trace(document: dict[str, Any], load_bytes: Callable[[str], bytes], limi
 def trace_from_json(document: dict[str, Any], load_bytes: Callable[[str], bytes],
                     limits: LoadLimits = COMMAND_LINE_LIMITS) -> Trace:
     """Rebuild a trace from its ``trace.json`` document; ``load_bytes(relative_path) -> bytes`` reads the other
-    files. Reads schema versions 1 (migrated, see ``trace_v1``) and 2. ``limits`` bound the photo and what the load
+    files. Reads schema versions 1 (migrated, see ``schema_v1``) and 2. ``limits`` bound the photo and what the load
     will hold, checked before the photo is decoded (``trace.load_limits``).
 
     Raises:

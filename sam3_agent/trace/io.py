@@ -17,7 +17,7 @@ leaves the older trace whole.
 
 Views (numbered overlays, single-mask and zoom views) are stored as recipes (``imaging.views.MaskView``: which
 mask set, which mask) and rendered again, identically, when an image is read after loading; traces record
-``imaging.views.RENDERER_VERSION``. Version-1 traces (every image a PNG, masks inline) load through ``trace_v1``;
+``imaging.views.RENDERER_VERSION``. Version-1 traces (every image a PNG, masks inline) load through ``schema_v1``;
 saving them again writes version 2 and keeps their images as stored files.
 
 Hand corrections (``Trace.edits``) are stored under ``"edits"`` in their JSON form (``edits.op_to_json``).
@@ -34,14 +34,15 @@ from ..errors import TraceFormatError
 from ..types import Trace
 from .decode import read_mask_set, trace_from_json
 from .encode import IMAGE_DIR, MASK_DIR, TRACE_FILE, TraceEncoder, trace_files
+from .file_kind import BUNDLE_ZIP, ZIP, path_kind, zip_kind
 from .load_limits import COMMAND_LINE_LIMITS, LoadLimits
 from .safe_read import MAX_ZIP_BYTES, FolderFiles, ZipFiles, read_json, reading, regular_file
 from .writer import TraceWriter, write_folder, zip_files
 
 __all__ = [
     "IMAGE_DIR", "MASK_DIR", "MAX_ZIP_BYTES", "TRACE_FILE", "LoadLimits", "TraceEncoder", "TraceWriter", "load_trace",
-    "load_trace_zip", "read_mask_set", "save_trace", "trace_files", "trace_from_json", "trace_to_zip_bytes",
-    "zip_files",
+    "load_trace_zip", "read_mask_set", "save_trace", "trace_files", "trace_from_json", "trace_from_zip_files",
+    "trace_to_zip_bytes", "zip_files",
 ]
 
 
@@ -66,30 +67,46 @@ def save_trace(trace: Trace, folder: str | Path) -> Path:
 
 
 def load_trace(path: str | Path, limits: LoadLimits = COMMAND_LINE_LIMITS) -> Trace:
-    """Load a trace from a folder, its ``trace.json``, or a ``.zip`` made by ``trace_to_zip_bytes``, within ``limits``
-    (``trace.load_limits``: the photo's pixel cap and what the load may hold; by default what the command line makes).
+    """Load a trace (not a bundle) from a folder, its ``trace.json``, or a ``.zip`` made by ``trace_to_zip_bytes``,
+    within ``limits`` (``trace.load_limits``: the photo's pixel cap and what the load may hold; by default what the
+    command line makes). The public ``sam3_agent.load_trace`` (``correct.saved``) also reads bundles.
 
     Raises:
-        TraceFormatError: the file is missing, not a trace, malformed, too large or unsafe (``trace.safe_read``).
+        TraceFormatError: the file is missing, not a trace (``file_kind``), malformed, too large or unsafe
+            (``trace.safe_read``).
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / TRACE_FILE
     with reading(f"the trace {str(path)!r}"):
+        kind, path = path_kind(path)
         path = regular_file(path, "the trace")
-        if path.suffix.lower() == ".zip":
+        if kind == ZIP:
             return load_trace_zip(path, limits=limits)
         files = FolderFiles(path.parent, f"the trace folder {str(path.parent)!r}")
         return trace_from_json(read_json(files, path.name, "the trace folder"), files.read, limits)
 
 
 def load_trace_zip(data: bytes | str | Path, max_bytes: int = MAX_ZIP_BYTES, limits: LoadLimits = COMMAND_LINE_LIMITS) -> Trace:
-    """Load a trace from a ``.zip`` made by ``trace_to_zip_bytes`` (its bytes or its path), within ``limits``.
+    """Load a trace from a ``.zip`` made by ``trace_to_zip_bytes`` (its bytes or its path), within ``limits``. A bundle
+    is refused here: ``sam3_agent.load_trace_zip`` (``correct.saved``) reads both.
 
     Raises:
-        TraceFormatError: empty, oversized (compressed or uncompressed), not a zip, unsafe, or not a trace.
+        TraceFormatError: empty, oversized (compressed or uncompressed), not a zip or cut short, unsafe, a bundle, or
+            not a trace.
     """
     with reading("the trace .zip"), ZipFiles(data, "the trace .zip", max_bytes) as files:
-        if TRACE_FILE not in files.names():
-            raise TraceFormatError(f"the .zip has no {TRACE_FILE}: it is not a trace saved by SAM3 Agent")
-        return trace_from_json(read_json(files, TRACE_FILE, "the .zip"), files.read, limits)
+        if zip_kind(files) == BUNDLE_ZIP:
+            raise TraceFormatError("the .zip is a bundle, not a trace: load it with sam3_agent.load_trace_zip, "
+                                   "which reads both")
+        return trace_from_zip_files(files, limits)
+
+
+def trace_from_zip_files(files: ZipFiles, limits: LoadLimits = COMMAND_LINE_LIMITS) -> Trace:
+    """The trace in an opened trace ``.zip`` (``trace.json`` at its top), within ``limits``.
+
+    Raises:
+        TraceFormatError: no ``trace.json``, or a malformed, too large or unsafe trace.
+    """
+    try:
+        document = read_json(files, TRACE_FILE, "the .zip")
+    except KeyError:
+        raise TraceFormatError(f"the .zip has no {TRACE_FILE}: it is not a trace saved by SAM3 Agent") from None
+    return trace_from_json(document, files.read, limits)

@@ -3,6 +3,10 @@
 Every loader (trace folder or ``.zip``, bundle ``.zip``, the app's Inspect and Correct uploads, the CLI's
 ``export``) reads through this module, so one set of rules holds everywhere:
 
+- a file ``zipfile`` cannot open is told apart: one that begins as a ``.zip`` but has lost its end (a download cut
+  short: the central directory is at the end) is "damaged or incomplete", anything else "not a .zip"
+  (``not_a_zip_message``);
+
 - a ``.zip`` is refused when a member name could point outside its folder (absolute, ``..``, backslashes, a drive
   letter), a member is a link, encrypted or stored twice, or when there are too many members or their declared
   sizes add up past the budget; members are then read in chunks of ``READ_CHUNK_BYTES`` and a member that inflates
@@ -41,6 +45,11 @@ MAX_UNPACKED_BYTES = 2 * MAX_ZIP_BYTES  # all members of one .zip once inflated 
 MAX_FILE_BYTES = MAX_UNPACKED_BYTES  # one file of a trace folder
 MAX_ZIP_MEMBERS = 5000
 READ_CHUNK_BYTES = 1 << 20  # inflate at most this much at a time
+# How a .zip begins (APPNOTE 4.3.7 and 4.3.16): a local file header, or the end record alone of an empty .zip
+ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")
+NOT_A_ZIP = "the file is not a .zip trace or bundle (saved by SAM3 Agent)"
+CUT_SHORT = ("the file is damaged or incomplete (e.g. a download cut short): it begins as a .zip but its end is "
+             "missing; download or save it again")
 _ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -146,7 +155,7 @@ class ZipFiles:
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
         except zipfile.BadZipFile:
-            raise TraceFormatError("the file is not a .zip trace or bundle (saved by SAM3 Agent)") from None
+            raise TraceFormatError(not_a_zip_message(source)) from None
         try:
             self._infos = self._check(self._zip.infolist(), max_unpacked)
         except BaseException:
@@ -208,14 +217,27 @@ class ZipFiles:
         self.close()
 
 
-def is_zip_with(source: bytes | str | Path, name: str) -> bool:
-    """True when ``source`` (bytes or a path) is a readable ``.zip`` holding a member ``name`` (nothing is inflated)."""
+def starts_like_zip(source: bytes | str | Path) -> bool:
+    """True when ``source`` (bytes or a path) begins as a ``.zip`` does (``ZIP_STARTS``), whatever follows.
+
+    Raises:
+        OSError: the path cannot be read.
+    """
+    if isinstance(source, (bytes, bytearray)):
+        head = bytes(source[:4])
+    else:
+        with open(source, "rb") as handle:
+            head = handle.read(4)
+    return head in ZIP_STARTS
+
+
+def not_a_zip_message(source: bytes | str | Path) -> str:
+    """Why ``zipfile`` could not open ``source``: ``CUT_SHORT`` when it begins as a ``.zip`` (its end, where the
+    member list lies, is missing or damaged), else ``NOT_A_ZIP``."""
     try:
-        opened = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
-    with opened:
-        return name in opened.namelist()
+        return CUT_SHORT if starts_like_zip(source) else NOT_A_ZIP
+    except OSError:
+        return NOT_A_ZIP
 
 
 # ------------------------------------------------------------------ folder

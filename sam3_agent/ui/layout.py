@@ -32,7 +32,7 @@ from .startup import demo_note, first_start_message, needed_models
 
 logger = logging.getLogger(__name__)
 
-MAX_UPLOAD = "200mb"  # a trace .zip may hold up to trace_io.MAX_ZIP_BYTES
+MAX_UPLOAD = "200mb"  # a trace .zip may hold up to trace.safe_read.MAX_ZIP_BYTES
 # Gradio's cache (uploads, served images and downloads) is swept every 10 minutes of files older than an hour (a
 # download is fetched at once), and emptied when the server stops; without it every upload stays on disk for good.
 CACHE_SWEEP = (600, 3600)  # (every s, older than s): Blocks' delete_cache

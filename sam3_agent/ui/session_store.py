@@ -1,7 +1,7 @@
 """Per-session user data of every tab (a Correct session, a trace loaded in Inspect), kept in this process and
 bounded in time and memory: one mechanism for every tab that holds user data.
 
-A value (``correct.CorrectSession``: the photo, every round's masks, the edit history; an inspected trace) can take
+A value (``correct.session.CorrectSession``: the photo, every round's masks, the edit history; an inspected trace) can take
 tens of megabytes. Gradio keeps a ``gr.State`` value for an hour after its tab closes, whatever its ``time_to_live``:
 40 sessions that imported a trace and left pinned 734 MB for that hour. So ``gr.State`` holds only a value's
 key, and the values live here. A session is dropped when its tab closes (``drop_owner``, from the page's unload

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..agent.tool_format import check_tool_format
-from ..cli.flags import add_decoding_arguments, add_tool_format_argument
+from ..cli.flags import VLM_MODEL_HELP, add_decoding_arguments, add_tool_format_argument
 from ..errors import InputError
 from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_SCORE_THRESHOLD, MAX_ROUNDS_LIMIT
 from ..models.zerogpu import on_zero_gpu
@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("--preset", choices=["real", "tiny"], help="real: Hub models (default); tiny: random tiny models, offline")
-    add("--vlm-model", help="Qwen2.5-VL / Qwen3-VL id or local folder")
+    add("--vlm-model", help=f"{VLM_MODEL_HELP} (default Qwen/Qwen3-VL-8B-Instruct)")
     add("--vlm-server", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     add("--vlm-server-model", help="model name on that server")
     add("--script", help="JSON file of VLM responses replayed from the start on every run")

@@ -326,7 +326,7 @@ class OpenAIServerVLM:
             url=self.url, body=body, headers=headers, where=self.where, connect_timeout=self.timeouts.connect,
             read_timeout=self.timeouts.read, retry=self.retry, max_chars=limit * MAX_CHARS_PER_TOKEN,
             max_bytes=1024**2 + limit * MAX_BYTES_PER_TOKEN, on_stream_options_rejected=stream_options_rejected,
-            unreachable_hint=f"is it running? start it with `vllm serve {self.model}` (see the README) and check "
+            unreachable_hint=f"is it running? start it with `vllm serve {self.model}` (see docs/serving.md) and check "
             "the URL, which usually ends in /v1", web_page_hint=self._web_page_hint(), gate=self.gate,
         )
 

@@ -89,7 +89,7 @@ def load_processor(model_id: str, device: str) -> Any:
 
 def load_qwen_model(model_id: str, device: str, dtype: torch.dtype) -> Any:
     """``AutoModelForImageTextToText`` from ``model_id`` in ``dtype`` on ``device``, straight onto the device and
-    with every weight present (``model_loading.load_checked``), in eval mode.
+    with every weight present (``models.loading.load_checked``), in eval mode.
 
     Raises:
         BackendError: the files cannot be read, weights are missing or misshapen, or the model does not fit (the

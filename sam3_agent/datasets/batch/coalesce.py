@@ -11,7 +11,7 @@ What it costs: a shared batch decodes its rows together (one step for all), but 
 prompt prefix common to all its rows, so requests of different items recompute the part of their prompt their own run
 had cached (the raw image and query after the system prompt). Sharing therefore pays when replies are long next to
 that part (decoding dominates: reasoning models, GPUs) and can cost more than it saves with short replies on a CPU;
-``python -m sam3_agent.bench.batch`` measures both (see the README's Datasets section).
+``python -m sam3_agent.bench.batch`` measures both (see docs/datasets.md).
 
 When to answer: the first waiting request opens a window; the batch goes as soon as every item in flight
 (``client()``) is waiting, the batch holds ``max_batch`` conversations, or ``max_wait_s`` has passed (an item busy

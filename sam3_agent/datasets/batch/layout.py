@@ -5,7 +5,7 @@ Layout::
     OUT/manifest.json                 every item: id, image, query, folder, trace path, status, reason
     OUT/coco.json                     one COCO instance file for the whole batch (``outputs.coco_dataset``)
     OUT/summary.json                  statuses, rounds, mistakes by kind, time (``outputs.batch_summary``)
-    OUT/items/<folder>/trace.json     the item's trace (+ images/*.png), written by ``trace_io.save_trace``
+    OUT/items/<folder>/trace.json     the item's trace (+ images/*.png), written by ``trace.io.save_trace``
     OUT/items/<folder>/item.json      the item's record (``records``), written last: the item is then finished
 
 The dataset-level files are derived from the records and rewritten (atomically) at the end of every batch run,
@@ -114,7 +114,7 @@ class BatchLayout:
         set_aside(self.folder(item), "the item runs again; this review was of its earlier run")
 
     def write_item(self, item: BatchItem, trace: Trace | None, seconds: float, reason: str | None = None) -> ItemRecord:
-        """Save the item's trace (``trace_io.save_trace``) and then its record; returns the record.
+        """Save the item's trace (``trace.io.save_trace``) and then its record; returns the record.
 
         Args:
             item: the item.

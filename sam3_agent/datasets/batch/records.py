@@ -15,7 +15,7 @@ Layout (JSON object)::
     seconds     wall time of the item (loading its image and running it)
     width, height   of the image (null when it could not be read)
     trace       "trace.json" (relative to the item's folder), or null when no trace exists (image unreadable)
-    masks       the final masks in COCO results form (``masks.to_coco_results``; [] for no mask or no answer)
+    masks       the final masks in COCO results form (``mask_set.to_coco_results``; [] for no mask or no answer)
     models      names of the VLM, verifier and segmenter and the preset, from the trace's settings (so a report
                 can say when the models were random or scripted)
 """

@@ -75,6 +75,12 @@ class BatchResult:
         return 60.0 * self.ran / self.seconds if self.ran and self.seconds > 0 else 0.0
 
 
+def unfinished_items(items: Sequence[BatchItem], records: dict[str, ItemRecord]) -> list[BatchItem]:
+    """The items a run of the batch runs: those without a finished record (``records``: ``layout.read_records``;
+    never run, changed since, failed or cancelled)."""
+    return [item for item in items if not (item.id in records and records[item.id].finished)]
+
+
 class BatchProgress:
     """Book-keeping shared by the local and the Ray runners: which items remain, the progress bar (``tqdm``, with
     rate and ETA), the records of this invocation and the final dataset files.
@@ -89,7 +95,7 @@ class BatchProgress:
         self.layout = layout
         self.items = list(items)
         self.records = layout.read_records(self.items)
-        self.todo = [item for item in self.items if not (item.id in self.records and self.records[item.id].finished)]
+        self.todo = unfinished_items(self.items, self.records)
         self.skipped = len(self.items) - len(self.todo)
         self.ran = 0
         self._statuses: Counter[str] = Counter()

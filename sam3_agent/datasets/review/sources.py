@@ -15,7 +15,7 @@ list, so no member can land outside the copy (absolute names, ``..``, links are 
 Each member copied passes ``safe_read.check_member`` (no encrypted member, no unknown compression) and is inflated in
 chunks, never past the size it declares. The copy is streamed to disk here rather than read
 through ``trace.safe_read.ZipFiles`` (whose bounds are one trace's, held in memory); each trace in it is then loaded by
-``trace_io.load_trace``, which reads through ``trace.safe_read``.
+``trace.io.load_trace``, which reads through ``trace.safe_read``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ...errors import InputError, TraceFormatError, describe
 from ...trace.decode import TRACE_MEMBER
-from ...trace.safe_read import check_member
+from ...trace.safe_read import check_member, starts_like_zip
 from ..batch.layout import MANIFEST_FILE
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ def unpack_batch_zip(path: str | Path, store: Path, max_unpacked: int = MAX_ZIP_
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError):
-        raise InputError("the file is not a .zip: zip the batch output folder and upload the .zip") from None
+        raise InputError(_not_a_zip(path)) from None
     with archive:
         members = archive.infolist()
         wanted = _wanted_members(members, max_unpacked)
@@ -192,6 +192,18 @@ def unpack_batch_zip(path: str | Path, store: Path, max_unpacked: int = MAX_ZIP_
     logger.info("unpacked a batch .zip (%d files kept, %d left out) into %s", len(wanted), len(members) - len(wanted),
                 folder)
     return folder, False
+
+
+def _not_a_zip(path: Path) -> str:
+    """Why a file ``zipfile`` cannot open is refused: cut short (it begins as a .zip) or no .zip at all."""
+    try:
+        cut_short = starts_like_zip(path)
+    except OSError:
+        cut_short = False
+    if cut_short:
+        return ("the file is damaged or incomplete (e.g. an upload or download cut short): it begins as a .zip but its "
+                "end is missing; zip the batch output folder again and upload the new .zip")
+    return "the file is not a .zip: zip the batch output folder and upload the .zip"
 
 
 def _wanted_members(members: list[zipfile.ZipInfo], max_unpacked: int) -> list[tuple[zipfile.ZipInfo, str]]:

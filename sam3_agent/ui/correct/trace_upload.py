@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...correct.export import BUNDLE_FILE, load_bundle
-from ...trace.io import load_trace_zip
+from ...correct.saved import load_trace_zip
 from ...trace.load_limits import LoadLimits
-from ...trace.safe_read import MAX_ZIP_BYTES, is_zip_with, reading, regular_file
+from ...trace.safe_read import MAX_ZIP_BYTES, reading, regular_file
 from ...types import Trace
 from ..settings import APP_MAX_IMAGE_PIXELS
 from .store import DEFAULT_MAX_SESSION_BYTES
@@ -40,7 +39,4 @@ def trace_from_upload(source: bytes | str | Path, limits: LoadLimits | None = No
     with reading("the uploaded file"):
         if not isinstance(source, (bytes, bytearray)):
             source = regular_file(source, "the uploaded file")
-        # a file that is no .zip at all: load_trace_zip says so
-        if is_zip_with(source, BUNDLE_FILE):
-            return load_bundle(source, MAX_ZIP_BYTES, limits).trace
-        return load_trace_zip(source, MAX_ZIP_BYTES, limits)
+        return load_trace_zip(source, MAX_ZIP_BYTES, limits)  # a bundle or a trace .zip (trace.file_kind decides)

@@ -1,6 +1,6 @@
 """The Run panel's component values (``RunOutputs``) for each moment of a run, and the status texts they show.
 
-Built from the run's screen (``ui.view.RunView``) rendered by ``ui.html``; ``layout`` binds the components in
+Built from the run's screen (``ui.run_view.RunView``) rendered by ``ui.html``; ``layout`` binds the components in
 ``RunOutputs`` order.
 """
 

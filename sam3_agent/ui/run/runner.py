@@ -232,7 +232,7 @@ def load_point_segmenter(settings: AppSettings, dtype: str | None = None) -> tup
 
 
 def write_masks_file(trace: Trace, folder: Path) -> Path:
-    """``folder/final_masks.json``: COCO results of the final masks (``masks.to_coco_results``; an empty list when
+    """``folder/final_masks.json``: COCO results of the final masks (``mask_set.to_coco_results``; an empty list when
     the run ended without masks), read from their RLE."""
     folder.mkdir(parents=True, exist_ok=True)
     final = trace.final_masks
@@ -323,7 +323,7 @@ def write_run_files(trace: Trace, folder: Path) -> list[Path]:
 
     Returns:
         ``[folder/final_masks.json, folder/trace.zip]``: COCO results (``write_masks_file``) and the trace
-        (``trace_io.trace_files`` zipped).
+        (``trace.encode.trace_files`` zipped).
     """
     masks_path = write_masks_file(trace, folder)
     zip_path = folder / TRACE_ZIP_FILE
