@@ -184,8 +184,8 @@ def _run_locally(items: Sequence, layout: Any, settings: Any, config: Any, args:
 def _run_batch(
     items: Sequence, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 ) -> tuple[Any, Any, int | None]:
-    """Prepare the output folder, load the models (locally or on Ray workers) and run the batch; when every item is
-    finished already, load nothing and only rewrite the dataset files.
+    """Check the output folder, load the models (locally or on Ray workers), make the folder and run the batch; when
+    every item is finished already, load nothing and only rewrite the dataset files.
 
     Returns:
         ``(layout, result, None)``, or ``(layout or None, None, exit status)`` when it could not run.
@@ -206,6 +206,7 @@ def _run_batch(
         if not unfinished_items(items, layout.read_records(items)):
             stdout.write(f"Nothing to run: all {len(items)} item(s) in {args.out} are already finished, so no model "
                          "is loaded.\n")
+            layout.prepare()  # the folder holds the finished batch: only its leftover temporary files go
             return layout, BatchProgress(layout, items, None).close(stopped=False), None  # dataset files rewritten
         result = run(items, layout, settings, config, args, stdout, progress)
     except InputError as error:
