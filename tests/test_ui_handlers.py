@@ -624,6 +624,26 @@ def test_stop_withdraws_a_run_still_waiting_in_the_queue(tmp_path):
     assert "Done: 1 mask selected" in last.status
 
 
+def test_stop_is_offered_while_a_press_waits_or_a_run_goes_on_and_not_otherwise(tmp_path):
+    def offered(slot):
+        button = Handlers.stop_button(slot)
+        return button.interactive, button.variant
+
+    handlers = make_handlers(tmp_path)
+    slot = RunSlot()
+    assert offered(None) == offered(slot) == (False, "secondary")  # a new page: nothing to stop
+    ticket = handlers.queued(slot)[1]
+    assert offered(slot) == (True, "stop")  # the press waits in the queue
+    seen = []
+    for _ in handlers.run(ASTRONAUT, "the child", 10, 0.5, slot, None, ticket):
+        seen.append(offered(slot))
+    assert seen[0] == (True, "stop")  # while it runs
+    assert offered(slot) == (False, "secondary")  # it has ended
+    handlers.queued(slot)
+    list(handlers.stop(slot))  # a press withdrawn by Stop
+    assert offered(slot) == (False, "secondary")
+
+
 def test_any_rounds_context_opens_during_and_after_a_run(tmp_path):
     handlers = make_handlers(tmp_path)
     slot = RunSlot()

@@ -1,7 +1,8 @@
 """The app as people use it, in headless Chromium on a desktop (1440x900) and a phone (390x844): the answer in view
-after Run without scrolling, why messages were dropped, a timeline click in Inspect, zoom and a key in Correct (on
-both); Stop on a run still waiting in the queue and Run pressed again during a run; the first start of an app whose
-models are missing (on both).
+after Run without scrolling, Stop offered only while there is a run, why messages were dropped (the whole list in the
+page on a phone), a timeline click in Inspect, zoom and a key in Correct, upload boxes clear of their labels (on both);
+Stop on a run still waiting in the queue and Run pressed again during a run; the first start of an app whose models
+are missing (on both).
 
 Starts ``python app.py --preset tiny --script tests/data/ui_script.json`` (and, for the first start, ``python app.py``
 offline with an empty Hugging Face cache). Every step waits for what a person waits for (a tab in front, a status
@@ -48,15 +49,19 @@ def fill_in(page: Page, query: str) -> None:
 def test_after_run_the_status_and_then_the_answer_are_in_view_without_scrolling(app_url, tmp_path, size):
     with open_page(app_url, tmp_path / "profile", viewport=SIZES[size]) as page:
         expect(page.locator("#model-notice")).to_contain_text("Demo mode:")  # random weights, scripted replies
+        stop = page.locator("#stop-btn")
+        expect(stop).to_be_disabled()  # nothing to stop yet
         fill_in(page, "the cup on the saucer")
         page.locator("#run-btn").click()
         expect(page.locator("#status")).to_contain_text("Running")
+        expect(stop).to_be_enabled()
         page.wait_for_function("() => (document.querySelector('#live-round .reasoning-text')?.textContent || '')"
                                ".length > 40")
         assert in_view(page, "#status") and in_view(page, "#live-round .round-head")  # progress is seen at once
         page.screenshot(path=str(SHOTS / f"layout_{size}_1_running.png"))
         expect(page.locator("#status")).to_contain_text("Done: 1 mask selected after 4 rounds.", timeout=RUN_MS)
         expect(page.locator("#final-overlay img")).to_be_visible()
+        expect(stop).to_be_disabled()  # the run has ended: nothing to stop again
         page.screenshot(path=str(SHOTS / f"layout_{size}_2_answer.png"))
         assert in_view(page, "#status") and in_view(page, "#final-overlay img"), page.evaluate("window.scrollY")
         # the newest round comes first, right under the answer
@@ -68,6 +73,11 @@ def test_after_run_the_status_and_then_the_answer_are_in_view_without_scrolling(
         expect(run.locator(":scope > summary")).to_contain_text(
             "2 messages dropped (#2 to #3): before the latest segment_phrase")
         page.locator("#context-panel").screenshot(path=str(SHOTS / f"layout_{size}_3_context.png"))
+        messages = page.locator("#context-panel .ctx-scroll")
+        if size == "phone":  # the whole list is in the page: no box inside the scrolling page cuts it off
+            assert messages.evaluate("e => e.scrollHeight - e.clientHeight") <= 1
+        else:  # a long list scrolls in its own box, whose bottom edge is drawn
+            assert messages.evaluate("e => getComputedStyle(e).borderBottomStyle") == "solid"
 
         # Inspect: the timeline opens a round
         trace_path = download(page, "#downloads", "trace.zip", tmp_path)
@@ -94,6 +104,22 @@ def test_after_run_the_status_and_then_the_answer_are_in_view_without_scrolling(
         page.keyboard.press("3")
         expect(page.locator("#canvas-tool input[type=radio]").nth(2)).to_be_checked()
         page.locator("#correct-canvas").screenshot(path=str(SHOTS / f"layout_{size}_5_correct_zoomed.png"))
+        assert_upload_clear_of_its_label(page, "#correct-file")
+        assert page.locator("#correct-download").bounding_box()["height"] <= 120  # empty: one line, not a frame
+        show_tab(page, "Review a batch", "#review-zip")
+        assert_upload_clear_of_its_label(page, "#review-zip")
+        page.locator("#review-zip").screenshot(path=str(SHOTS / f"layout_{size}_6_review_upload.png"))
+
+
+def assert_upload_clear_of_its_label(page: Page, box: str) -> None:
+    """The upload box ``box``: its icon starts below its floating label and its text ends inside the box (in a
+    110 px box both ran under the label and out of the box)."""
+    label, icon, text, frame = page.locator(box).evaluate("""(box) => [
+        box.querySelector('[data-testid=block-label]'), box.querySelector('[data-testid=upload-icon]'),
+        box.querySelector('[data-testid=upload-text]'), box].map((e) => {
+            const r = e.getBoundingClientRect(); return [r.top, r.bottom]; })""")
+    assert label[1] <= icon[0], (box, label, icon)
+    assert text[1] <= frame[1] + 0.5, (box, text, frame)
 
 
 def test_stop_withdraws_a_run_still_waiting_in_the_queue(app_url, tmp_path):

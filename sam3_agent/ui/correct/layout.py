@@ -198,9 +198,10 @@ def _controls_column(status: gr.HTML) -> _Controls:
                            gr.Button("Bundle (.zip)", elem_id="export-bundle-btn", size="sm"),
                            gr.Button("Trace (.zip)", elem_id="export-trace-btn", size="sm"))
             download = gr.File(label="Download", interactive=False, elem_id="correct-download",
-                               height=FILE_HEIGHT)
+                               height=FILE_HEIGHT, elem_classes=["compact-file"])
             upload = gr.File(label="Import a bundle or trace .zip", file_types=[".zip"], type="filepath",
-                             elem_id="correct-file", height=FILE_HEIGHT)
+                             elem_id="correct-file", height=FILE_HEIGHT,
+                             elem_classes=["compact-file"])
     return _Controls(undo, redo, shown, selected, label, set_label, delete, table, round_pick, number_pick, preview,
                      bring, exports, download, upload)
 

@@ -93,13 +93,15 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
                 open_button = gr.Button("Open this batch", elem_id="review-open-btn", variant="primary",
                                         interactive=review_root is not None)
                 upload = gr.File(label="Or upload a .zip of a batch output folder", file_types=[".zip"],
-                                 type="filepath", elem_id="review-zip", height=110)
+                                 type="filepath", elem_id="review-zip", height=110,
+                                 elem_classes=["compact-file"])
                 unreviewed = gr.Checkbox(False, label="Include items not reviewed, with the agent's masks",
                                          elem_id="review-include-unreviewed")
                 form = gr.Radio([(label, key) for key, label in FORMATS.items()], value=COCO_RLE,
                                 label="Export format", elem_id="review-export-format")
                 export = gr.Button("Export the reviewed dataset", elem_id="review-export-btn")
-                download = gr.File(label="Download", interactive=False, elem_id="review-download", height=110)
+                download = gr.File(label="Download", interactive=False, elem_id="review-download", height=110,
+                                   elem_classes=["compact-file"])
             with gr.Column(scale=6, min_width=360):
                 table = gr.HTML(elem_id="review-table")
 

@@ -5,7 +5,9 @@ one that has not started, and stops the run going on); ``run`` streams a run (on
 updates at most every ``STREAM_INTERVAL_S``) and ends with the answer (final overlay, mask table, COCO file) as
 soon as the run ends; ``trace_download`` then offers the trace ``.zip``, written meanwhile on a background
 thread, as its own event, so the next run never waits for it; ``stop`` ends a run, or withdraws a run still
-waiting in the queue; ``run_context`` opens any round's context; ``unload`` ends a closed tab's run; ``segment``
+waiting in the queue;
+``stop_button`` offers Stop only while there is a run to stop; ``run_context`` opens any round's context;
+``unload`` ends a closed tab's run; ``segment``
 is the API endpoint (``api``);
 ``correct`` and ``inspect`` hold the Correct and Inspect tabs' handlers (``ui.correct.handlers``,
 ``ui.inspect.handlers``). Per-session data
@@ -317,6 +319,22 @@ class Handlers(SharedObject):
             yield save_failed_status(agent_run.trace, error), None
             return
         yield render_status(final_status_line(agent_run.trace)), [str(p) for p in files]
+
+    @staticmethod
+    def stop_button(slot: RunSlot | None) -> Any:
+        """Stop as the session's state calls for it: red and enabled while a run of the session goes on or waits in
+        the queue, grey and disabled otherwise (pressing it then did nothing, which a red button did not say).
+
+        Run's press enables it at once (``stop_offered``); this is asked again once a run or a Stop has ended, so a
+        later press that still waits keeps it enabled.
+        """
+        busy = slot is not None and (slot.active or slot.waiting)
+        return gr.Button(interactive=busy, variant="stop" if busy else "secondary")
+
+    @staticmethod
+    def stop_offered() -> Any:
+        """Stop enabled and red: a Run press was just made (it waits in the queue or starts)."""
+        return gr.Button(interactive=True, variant="stop")
 
     @staticmethod
     def run_context(slot: RunSlot | None, event: gr.SelectData) -> str:

@@ -116,7 +116,8 @@ def _inputs_column(settings: AppSettings, info: ModelInfo, ready: bool) -> RunIn
                            placeholder="e.g. the leftmost child wearing a blue vest")
         with gr.Row():
             run_button = gr.Button("Run", variant="primary", elem_id="run-btn", interactive=ready)
-            stop_button = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+            # grey and disabled until a Run press: there is nothing to stop (``Handlers.stop_button``)
+            stop_button = gr.Button("Stop", variant="secondary", elem_id="stop-btn", interactive=False)
         if on_zero_gpu():
             gr.Markdown(space_note(settings.max_rounds, settings.max_image_pixels), elem_id="space-gpu-note")
         examples = load_examples()
@@ -170,6 +171,8 @@ def _wire_run_tab(handlers: Handlers, settings: AppSettings, slot: gr.State, tic
     inputs.image.upload(handlers.uploaded, inputs=[inputs.image], outputs=[status, inputs.image], queue=False,
                         show_progress="hidden", api_visibility="private")
     inputs.run_button.click(None, js=SHOW_ANSWER_COLUMN)
+    inputs.run_button.click(handlers.stop_offered, outputs=[inputs.stop_button], queue=False, show_progress="hidden",
+                            api_visibility="private")
     # The first step answers at once (outside the queue), so a user waiting for the model sees why; it
     # numbers the press, so a later Run replaces an earlier one and Stop can withdraw one still queued.
     queued = inputs.run_button.click(handlers.queued, inputs=[slot], outputs=[status, ticket], queue=False,
@@ -183,14 +186,18 @@ def _wire_run_tab(handlers: Handlers, settings: AppSettings, slot: gr.State, tic
     )
     # The trace .zip is written while the answer is already shown; offered by its own event, outside the
     # agent's queue, so the next run never waits for it.
-    run_event.then(handlers.trace_download_page, inputs=[slot], outputs=[status, downloads],
-                   concurrency_limit=None, show_progress="hidden", api_visibility="private")
+    offered = run_event.then(handlers.trace_download_page, inputs=[slot], outputs=[status, downloads],
+                             concurrency_limit=None, show_progress="hidden", api_visibility="private")
     stop_event = inputs.stop_button.click(
         handlers.stop, inputs=[slot], outputs=[status, downloads], concurrency_limit=None,
         show_progress="hidden", api_visibility="private",
     )
     # Backstop: a run that ignored the stop flag is cancelled once Stop has done its part.
     stop_event.then(None, cancels=[run_event])
+    # Stop is offered again as the session's state now calls for it (a later press may still wait)
+    for ended in (offered, stop_event):
+        ended.then(handlers.stop_button, inputs=[slot], outputs=[inputs.stop_button], queue=False,
+                   show_progress="hidden", api_visibility="private")
     for shown in (panel.rounds, panel.live):
         shown.select(handlers.run_context, inputs=[slot], outputs=[panel.context], api_visibility="private",
                      show_progress="hidden", concurrency_limit=None)
