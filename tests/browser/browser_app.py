@@ -129,6 +129,25 @@ def open_page(url: str, profile: Path, init_script: str | None = None, viewport:
             page.context.close()
 
 
+SLOW_SERVER_MS = 1500  # added to every request while ``slow_server`` holds: longer than two scripted clicks take
+
+
+@contextlib.contextmanager
+def slow_server(page) -> Iterator[None]:
+    """Every request the page sends answers ``SLOW_SERVER_MS`` later (Chromium's network emulation), so input given
+    while an event is pending is given while it is pending, on a quiet machine as on a busy one."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": SLOW_SERVER_MS,
+                                                   "downloadThroughput": -1, "uploadThroughput": -1})
+    try:
+        yield
+    finally:
+        cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+                                                       "downloadThroughput": -1, "uploadThroughput": -1})
+        cdp.detach()
+
+
 def ready(locator):
     """Wait until a person could act on ``locator``: visible, enabled, not moving and not covered (Playwright's
     checks before a click, without clicking), e.g. before acting on it with the mouse at computed coordinates."""

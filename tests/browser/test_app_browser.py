@@ -21,7 +21,7 @@ if not Path("/usr/bin/chromium").exists():
                 allow_module_level=True)
 
 import browser_app
-from browser_app import OUTPUT, ROOT, RUN_MS, SHOTS, contrast, open_page, running_app, show_tab
+from browser_app import OUTPUT, ROOT, RUN_MS, SHOTS, contrast, open_page, running_app, show_tab, slow_server
 from playwright.sync_api import Page, expect
 
 from sam3_agent.trace.io import load_trace
@@ -139,6 +139,10 @@ def test_any_rounds_context_opens_from_its_round(page, finished_run):
     expect(panel.locator(".ctx-msg")).to_have_count(2)
     page.locator('#rounds section.round[data-round="4"] button.ctx-open').click()
     expect(panel.locator(".ctx-head")).to_contain_text("Context of round 4:")
+    with slow_server(page):  # a second click while the first's context is on its way: the second's round opens
+        page.locator('#rounds section.round[data-round="2"] button.ctx-open').click()
+        page.locator('#rounds section.round[data-round="3"] button.ctx-open').click()
+        expect(panel.locator(".ctx-head")).to_contain_text("Context of round 3 (latest: round 4)")
 
 
 def test_rounds_appear_while_the_run_goes_on(page, finished_run):
@@ -193,9 +197,13 @@ def test_a_downloaded_trace_steps_through_the_same_rounds_in_the_inspection_tab(
     assert round_facts(page, "#inspect-round section.round") == live_texts[0]
     expect(page.locator("#inspect-status")).to_contain_text("Done: 1 mask selected after 4 rounds.")
     expect(page.locator("#inspect-round .tool-call code")).to_have_text('segment_phrase(text_prompt="cup")')
-    page.click("#next-round")
-    page.click("#next-round")
+    # two quick clicks, the second while the first's round is still on its way: both count
+    with slow_server(page):
+        page.click("#next-round")
+        page.click("#next-round")
+        expect(page.locator("#round-number input")).to_have_value("3")  # at once, while the server answers
     expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
+    expect(page.locator("#round-number input")).to_have_value("3")
     assert round_facts(page, "#inspect-round section.round") == live_texts[2]
     expect(page.locator("#inspect-round .verdict-card")).to_have_count(1)
     expect(page.locator("#inspect-context .ctx-msg.ctx-dropped")).to_have_count(2)
@@ -206,6 +214,17 @@ def test_a_downloaded_trace_steps_through_the_same_rounds_in_the_inspection_tab(
         "select_masks_and_return(final_answer_masks=[1])")
     page.click("#prev-round")
     expect(page.locator('#inspect-round section.round[data-round="3"]')).to_be_visible()
+    with slow_server(page):
+        for _ in range(5):  # quick clicks past the first round stop there
+            page.click("#prev-round")
+    expect(page.locator('#inspect-round section.round[data-round="1"]')).to_be_visible()
+    expect(page.locator("#round-number input")).to_have_value("1")
+    with slow_server(page):
+        for _ in range(6):  # and past the last round, there
+            page.click("#next-round")
+    expect(page.locator('#inspect-round section.round[data-round="4"]')).to_be_visible()
+    expect(page.locator("#round-number input")).to_have_value("4")
+    expect(page.locator("#inspect-round .status-error")).to_have_count(0)  # a step never leaves the trace
 
 
 def test_a_timeline_row_opens_its_round_and_a_number_outside_the_trace_shows_its_last_round(page, finished_run):
@@ -217,6 +236,12 @@ def test_a_timeline_row_opens_its_round_and_a_number_outside_the_trace_shows_its
     expect(page.locator('#inspect-round section.round[data-round="2"]')).to_be_visible()
     expect(timeline.locator("tr.timeline-current")).to_have_attribute("data-round", "2")
     page.screenshot(path=str(SHOTS / "06_inspect_timeline_round2.png"), full_page=True)
+    with slow_server(page):  # a row clicked while the last click's round is on its way: that row's round shows
+        timeline.locator('tr[data-round="3"] td').nth(2).click()
+        timeline.locator('tr[data-round="1"] td').nth(2).click()
+        expect(page.locator('#inspect-round section.round[data-round="1"]')).to_be_visible()
+    timeline.locator('tr[data-round="2"] td').nth(2).click()
+    expect(page.locator('#inspect-round section.round[data-round="2"]')).to_be_visible()
     number = page.locator("#round-number input")
     number.fill("9")
     expect(page.locator("#inspect-round .status-error")).to_have_text(

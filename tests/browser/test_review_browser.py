@@ -20,7 +20,7 @@ if not Path("/usr/bin/chromium").exists():
                 allow_module_level=True)
 
 import browser_app
-from browser_app import SHOTS, open_page, running_app
+from browser_app import SHOTS, open_page, running_app, slow_server
 from dataset_fixtures import review_batch
 from playwright.sync_api import Page, expect
 
@@ -73,10 +73,13 @@ def test_review_a_batch_by_buttons_and_keys(tmp_path):
         bar_says(page, "2 of 3 reviewed (1 accepted, 1 corrected)")
         assert saved_state(batch, "flag") == "corrected"
 
-        press(page, "p")
-        bar_says(page, "Item 2 of 3: dog")
-        press(page, "n")
-        bar_says(page, "Item 3 of 3: flag")
+        with slow_server(page):  # two quick presses each way, the second while the first is on its way: all count
+            press(page, "p")
+            press(page, "p")
+            bar_says(page, "Item 1 of 3: cup")
+            press(page, "n")
+            press(page, "n")
+            bar_says(page, "Item 3 of 3: flag")
         bar_says(page, "review: corrected")
         expect(page.locator("#correct-status")).to_contain_text("Corrected answer: 0 masks")
         page.screenshot(path=str(SHOTS / "review_02_corrected.png"), full_page=True)

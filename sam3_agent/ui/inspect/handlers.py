@@ -2,8 +2,9 @@
 
 ``load_trace`` reads the file; ``show_round`` gives one round with its reasoning open, its context and the
 timeline of every round (tool, outcome, time, tokens), and keeps the round box on the round it shows (a number outside
-the trace is brought to its first or last round, with a note saying so); ``step_round`` and ``pick_round`` (a timeline
-row clicked) move between rounds, ``settle_number`` puts the round shown back in a box left empty. No model is needed.
+the trace is brought to its first or last round, with a note saying so); ``pick_round`` (a timeline row clicked) moves
+to a round, ``settle_number`` puts the round shown back in a box left empty (Previous / Next step the box in the browser:
+``ui.inspect.layout.ROUND_STEP``). No model is needed.
 The loaded trace lives in a ``ui.session_store.SessionStore`` (bounded in time and memory, dropped when its tab closes:
 the same store the Correct tab uses); the tab's ``gr.State`` holds only its key.
 """
@@ -164,14 +165,6 @@ class InspectHandlers:
         if state is None or not state.shown or round_number(number) == state.shown:
             return gr.skip()
         return state.shown
-
-    def step_round(self, key: str | None, number: float | None, delta: int) -> int:
-        """The round number ``delta`` rounds from the round shown (from ``number`` before any is shown), kept within
-        the trace."""
-        state = self.loaded(key)
-        count = len(state.rounds) if state is not None else 1
-        current = (state.shown if state is not None and state.shown else None) or round_number(number) or 1
-        return min(max(current + delta, 1), max(count, 1))
 
     @staticmethod
     def pick_round(event: gr.SelectData) -> Any:

@@ -132,8 +132,12 @@ def build_review_tab(correct: CorrectHandlers, root: Path, correct_view: Correct
 
     open_button.click(open_folder, inputs=[folder, session], outputs=outputs, **quiet)
     upload.upload(open_zip, inputs=[upload, session], outputs=[*outputs, upload], **quiet)
-    bar.previous.click(previous, inputs=[slot, session], outputs=outputs, **quiet)
-    bar.following.click(following, inputs=[slot, session], outputs=outputs, **quiet)
+    # Quick Previous / Next presses all count, in order (Gradio's default drops a press while one is pending): each
+    # step reads the queue position its predecessor left, since a gr.State is read when the event runs. A second
+    # Accept while one is saving is dropped on purpose: it would accept the next item before it was ever shown.
+    steps = {**quiet, "trigger_mode": "multiple"}
+    bar.previous.click(previous, inputs=[slot, session], outputs=outputs, **steps)
+    bar.following.click(following, inputs=[slot, session], outputs=outputs, **steps)
     bar.accept.click(accept, inputs=[slot, session], outputs=outputs, **quiet)
     export.click(handlers.export, inputs=[slot, unreviewed, form], outputs=[status, download], **quiet)
     return handlers

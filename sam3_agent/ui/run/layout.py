@@ -198,9 +198,14 @@ def _wire_run_tab(handlers: Handlers, settings: AppSettings, slot: gr.State, tic
     for ended in (offered, stop_event):
         ended.then(handlers.stop_button, inputs=[slot], outputs=[inputs.stop_button], queue=False,
                    show_progress="hidden", api_visibility="private")
+    # A second "Context sent" click while the first is on its way opens the second's round: every click is sent
+    # ("multiple"; Gradio's default drops it, and its "always_last" replays the first click's data, seen in 6.31)
+    # and one at a time, in the order they came, so the last click's round is the one left open (each takes
+    # milliseconds: it draws a context panel from what the run holds).
     for shown in (panel.rounds, panel.live):
         shown.select(handlers.run_context, inputs=[slot], outputs=[panel.context], api_visibility="private",
-                     show_progress="hidden", concurrency_limit=None)
+                     show_progress="hidden", concurrency_limit=1, concurrency_id="run-context",
+                     trigger_mode="multiple")
 
 
 def build_segment_api(handlers: Handlers, settings: AppSettings) -> None:
