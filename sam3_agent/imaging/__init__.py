@@ -3,6 +3,7 @@ verifier's views).
 
 - ``postprocess``: filtering, sorting and boxes of SAM 3's masks.
 - ``draw``: drawing primitives (mask colours, fill, contour, label box, ``DrawStyle``).
+- ``resample``: a photo crop resized for a view, to the same pixels on every CPU.
 - ``regions``: each mask's pixels over its box, from a bool array or a mask set (RLE), decoded once per view.
 - ``labels``: where each mask's number goes and how big it is drawn, at any count (``overlay_labels``).
 - ``legibility``: the VLM's pixel bounds (``PixelBounds``), the size it sees an image at, and the share of labels it

@@ -41,6 +41,7 @@ from .labels import OverlayLabels, crowded, labels_of_regions
 from .legibility import DEFAULT_BOUNDS, PixelBounds, seen_scale
 from .overlay import draw_numbered
 from .regions import MaskRegions
+from .resample import resize_photo
 
 TILE_MARGIN = 1 / 16  # each tile reaches this share of the photo's side past the middle: an overlap of 1/8
 TILE_PLACES = ("top left", "top right", "bottom left", "bottom right")  # the tiles' order, as the model is told
@@ -196,7 +197,7 @@ def render_tile(image: Image.Image, masks: Masks, tile: int, bounds: PixelBounds
     layout = layouts[tile]
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     part = np.asarray(rgb.crop(layout.box), dtype=np.uint8)
-    out = cv2.resize(part, layout.size, interpolation=cv2.INTER_AREA if layout.scale < 1 else cv2.INTER_CUBIC)
+    out = resize_photo(part, layout.size)
     style = DrawStyle.for_size(*layout.size)
     shown = tile_masks(masks, layouts, tile, style)
     draw_numbered(out, shown.regions, [k + 1 for k in shown.indices], style, bounds,

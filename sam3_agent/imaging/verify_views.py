@@ -34,6 +34,7 @@ from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
 from .legibility import DEFAULT_BOUNDS, PixelBounds
 from .overlay import render_numbered_overlay
 from .regions import MaskRegions
+from .resample import resize_photo
 
 TOKEN_SIDE = 32  # px per image-token side of Qwen3-VL (16 px patches merged 2 x 2; vlm.image_fit.QWEN3_VL_TOKEN_SIDE)
 CLOSEUP_SIDE = 384  # px, the longer side of each half of a close-up (the zoom view's enlargement before renderer 3)
@@ -238,8 +239,7 @@ def render_closeup_view(photo: Image.Image, masks: Masks, index: int, bounds: Pi
     (width, height), inner = closeup_layout(crop_w, crop_h, bounds)
     rgb = photo if photo.mode == "RGB" else photo.convert("RGB")
     crop = np.asarray(rgb.crop(box), dtype=np.uint8)
-    shrink = inner[0] < crop_w
-    crop = cv2.resize(crop, inner, interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
+    crop = resize_photo(crop, inner)
     window = _resized_mask(rle.decode_window(masks.counts[index], masks.height, box), inner)
     canvas = np.empty((height, width, 3), dtype=np.uint8)
     canvas[:] = PAD_COLOR

@@ -1,13 +1,14 @@
 """Per-mask views and the recipes that draw views again: the photo with one mask drawn, the zoomed close-up of one
-mask (the verifier's views until renderer 3, kept so older traces draw as they were), and ``MaskView`` (which view
-of which mask or masks of which set: also the numbered overlay and its tiles, and the verifier's views since
-renderer 4, ``verify_views``, each drawn for the VLM's pixel bounds).
+mask (the verifier's views until renderer 3, kept so older traces draw as they were, the zoom's enlarged crop
+resampled as since renderer 5), and ``MaskView`` (which view of which mask or masks of which set: also the numbered
+overlay and its tiles, and the verifier's views since renderer 4, ``verify_views``, each drawn for the VLM's pixel
+bounds).
 
 Every view is a pure function of the photo and the masks, so a trace stores ``MaskView`` recipes instead of pixels
 and renders them again, identically, when it is opened (``RENDERER_VERSION`` is recorded with them: change it
-whenever a change in ``imaging`` (``draw``, ``digits``, ``regions``, ``labels``, ``overlay``, ``tiles``, this module)
-changes a single pixel). An overlay's, a tile's and a verifier view's recipe also holds the VLM's ``PixelBounds`` it
-was drawn for.
+whenever a change in ``imaging`` (``draw``, ``digits``, ``regions``, ``labels``, ``overlay``, ``tiles``,
+``resample``, this module) changes a single pixel). An overlay's, a tile's and a verifier view's recipe also holds
+the VLM's ``PixelBounds`` it was drawn for.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .legibility import DEFAULT_BOUNDS, PixelBounds
 from .overlay import render_numbered_overlay
 from .postprocess import boxes_from_masks
 from .regions import MaskRegions, check_masks
+from .resample import resize_photo
 from .tiles import TILE_PLACES, render_tile
 from .verify_views import draw_single, render_closeup_view, render_group_view, render_locate_view, zoom_box
 
@@ -35,8 +37,10 @@ ZOOM_SEPARATOR_WIDTH = 4  # px between the two halves of a zoom view
 ZOOM_SEPARATOR_COLOR = (255, 255, 255)
 # Recorded in saved traces next to the view recipes. 2: labels placed and sized for any count; 3: digits drawn by
 # imaging.digits (the same pixels on every OpenCV version); 4: the verifier's views drawn at the processor's size
-# (locate, closeup) and the group view (the overlay, tile, mask and zoom views are unchanged).
-RENDERER_VERSION = 4
+# (locate, closeup) and the group view (the overlay, tile, mask and zoom views are unchanged); 5: photo crops
+# enlarged by ``resample.resize_photo`` (Pillow's bicubic: the same pixels on every CPU, which OpenCV's was not), in
+# the zoom and close-up views and the tiles.
+RENDERER_VERSION = 5
 
 
 def _single_mask_view(image: Image.Image, regions: MaskRegions, k: int, color: np.ndarray) -> Image.Image:
@@ -115,7 +119,7 @@ def _zoom_view(image: Image.Image, window: np.ndarray, box: tuple[int, int, int,
     if long_side < ZOOM_MIN_LONG_SIDE:
         factor = ZOOM_MIN_LONG_SIDE / long_side
         size = (max(1, round(cw * factor)), max(1, round(ch * factor)))  # (w, h) for OpenCV
-        crop = cv2.resize(crop, size, interpolation=cv2.INTER_CUBIC)
+        crop = resize_photo(crop, size)
         crop_mask = cv2.resize(crop_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
         ch, cw = crop.shape[:2]
     canvas = np.empty((ch, 2 * cw + ZOOM_SEPARATOR_WIDTH, 3), dtype=np.uint8)
