@@ -57,11 +57,16 @@ def test_version_1_images_stay_the_stored_pixels_and_todays_renderer_draws_them_
             near_labels[max(0, y0 - 2):y1 + 2, max(0, x0 - 2):x1 + 2] = True
         assert near_labels.mean() < 0.4, r.index  # most of the overlay is compared
         assert np.array_equal(drawn[~near_labels], stored[~near_labels]), r.index
+    # the single-mask view is drawn to the same pixels; the zoom view's enlarged crop is resampled by Pillow since
+    # renderer 5 (OpenCV's bicubic, used before, depends on the CPU): within one level on average of what was stored,
+    # 24 at most (at a sharp edge: the two bicubic kernels weigh neighbours differently)
     examined = old_run.rounds[2].result.masks
     for v in old_run.rounds[3].result.verdicts:
         mask_view, zoom_view = render_mask_views(old_run.image, examined, v.mask_number - 1)
         assert np.array_equal(np.asarray(mask_view), np.asarray(v.mask_view.image))
-        assert np.array_equal(np.asarray(zoom_view), np.asarray(v.zoom_view.image))
+        difference = np.abs(np.asarray(zoom_view, dtype=np.int16) - np.asarray(v.zoom_view.image, dtype=np.int16))
+        assert zoom_view.size == v.zoom_view.image.size and difference.mean() < 1.0 and difference.max() <= 24, (
+            v.mask_number, difference.mean(), difference.max())
 
 
 def test_a_migrated_trace_saves_in_the_current_version_and_loads_equal(old_run, tmp_path):
