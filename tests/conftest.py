@@ -28,6 +28,17 @@ def photo(name: str = "astronaut.jpg") -> Image.Image:
     return Image.open(ASSETS / name).convert("RGB")
 
 
+def resampled_alike(drawn: Image.Image, stored: Image.Image) -> tuple[bool, float, int]:
+    """Whether ``drawn`` differs from ``stored`` only as two bicubic resamplings of one crop do (renderer 5's Pillow
+    vs OpenCV's before): the same size, within one level on average, 24 at most (at a sharp edge the two kernels
+    weigh neighbours differently). Also the mean and largest difference, for the failure message."""
+    if drawn.size != stored.size:
+        return False, float("inf"), 255
+    difference = np.abs(np.asarray(drawn, dtype=np.int16) - np.asarray(stored, dtype=np.int16))
+    mean, largest = float(difference.mean()), int(difference.max())
+    return mean < 1.0 and largest <= 24, mean, largest
+
+
 def rect_mask(height: int, width: int, x0: int, y0: int, x1: int, y1: int) -> np.ndarray:
     """bool (H, W) with the pixels in [y0, y1) x [x0, x1) set."""
     mask = np.zeros((height, width), dtype=bool)

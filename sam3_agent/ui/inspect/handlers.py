@@ -4,7 +4,7 @@
 timeline of every round (tool, outcome, time, tokens), and keeps the round box on the round it shows (a number outside
 the trace is brought to its first or last round, with a note saying so); ``pick_round`` (a timeline row clicked) moves
 to a round, ``settle_number`` puts the round shown back in a box left empty (Previous / Next step the box in the browser:
-``ui.inspect.layout.ROUND_STEP``). No model is needed.
+``ui.inspect.layout.round_step``). No model is needed.
 The loaded trace lives in a ``ui.session_store.SessionStore`` (bounded in time and memory, dropped when its tab closes:
 the same store the Correct tab uses); the tab's ``gr.State`` holds only its key.
 """

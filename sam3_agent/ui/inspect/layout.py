@@ -20,18 +20,17 @@ from .handlers import INSPECT_CONTEXT_PLACEHOLDER, INSPECT_EMPTY, InspectHandler
 # add up (a server step counted from the round shown, and Gradio dropped a click while the last was pending). The
 # box's change then shows the round (``InspectHandlers.show_round``, only the latest number). From a box being typed in
 # (empty, a fraction) the step counts from the round the timeline marks; the result stays within the timeline's rows.
-ROUND_STEP = """(number, delta) => {
+
+
+def round_step(delta: int) -> str:
+    """The browser script of a Previous (``delta`` -1) or Next (+1) click: the round box's value in, the new one out."""
+    return f"""(number) => {{
   const rows = document.querySelectorAll('#timeline tr[data-round]').length;
   if (!rows) return number;
   const current = document.querySelector('#timeline tr.timeline-current');
   const from = Number.isInteger(number) ? number : (current ? Number(current.dataset.round) : 1);
-  return Math.min(Math.max(from + delta, 1), rows);
-}"""
-
-
-def _round_step(delta: int) -> str:
-    """``ROUND_STEP`` for one button: the box's value in, the new value out (a script-only Gradio event)."""
-    return f"(number) => ({ROUND_STEP})(number, {delta})"
+  return Math.min(Math.max(from + ({delta}), 1), rows);
+}}"""
 
 
 @dataclass(frozen=True)
@@ -76,8 +75,8 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
         ).then(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
         number.change(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
         number.blur(handlers.settle_number, inputs=[state, number], outputs=number, **quiet)
-        previous.click(None, inputs=number, outputs=number, js=_round_step(-1), **quiet)
-        following.click(None, inputs=number, outputs=number, js=_round_step(1), **quiet)
+        previous.click(None, inputs=number, outputs=number, js=round_step(-1), **quiet)
+        following.click(None, inputs=number, outputs=number, js=round_step(1), **quiet)
         # A row clicked while the last click's round is on its way shows that row's round: every click is sent, in
         # order (Gradio's default dropped it; its "always_last" replays the first click's row, seen in 6.31).
         timeline.select(handlers.pick_round, outputs=number, trigger_mode="multiple", **quiet)
