@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -187,13 +186,12 @@ def test_items_sharing_the_tiny_model_give_the_same_traces_as_one_at_a_time(tiny
             traces[query] = shared.new_agent().run(photo(image), query)
 
     threads = [threading.Thread(target=work, args=job) for job in jobs]
-    started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=300)
+        thread.join(timeout=300)  # a guard against a run waiting for a batch that never fills, not a speed bound
     shared.close()
-    assert time.perf_counter() - started < 300
+    assert not any(thread.is_alive() for thread in threads)  # every run ended
     assert max(shared.coalescer.batch_sizes) == 3  # the three first rounds went together
     for query, trace in traces.items():
         assert [r.output for r in trace.rounds] == [r.output for r in expected[query].rounds]

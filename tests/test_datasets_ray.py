@@ -132,10 +132,10 @@ def test_more_workers_than_the_cluster_can_place_run_on_those_placed_and_say_so(
     settings = BackendSettings(preset="tiny", script=str(segment_and_select_script(tmp_path)), device="cpu")
     layout = BatchLayout(tmp_path / "out", items)
     layout.prepare()
-    started = time.monotonic()
+    # the worker that cannot be placed is never started (an actor waiting for a CPU would hold the batch forever:
+    # the log lines below say only two were made); no bound on the time, which a busy machine stretches
     with caplog.at_level(logging.INFO, logger="sam3_agent.datasets.batch.ray_runner"):
         result = run_batch_on_ray(items, layout, settings, AgentConfig(), workers=3, init_options={"num_cpus": 2})
-    assert time.monotonic() - started < 300
     assert (result.ran, result.summary["statuses"]) == (6, {"done": 6})
     assert ("3 Ray workers asked for, but the cluster has room for 2 (2 free CPUs, one per worker): the batch runs on "
             "2; 1 could not be placed") in caplog.messages
