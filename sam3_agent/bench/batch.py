@@ -87,14 +87,16 @@ class ModeRun:
 
 
 def run_mode(label: str, base: TransformersQwenVLM, sam3: Sam3Segmenter, items: Sequence[BatchItem],
-             concurrency: int, decode_steps: int, max_batch: int, share: bool) -> ModeRun:
+             concurrency: int, decode_steps: int, max_batch: int, share: bool,
+             max_wait_s: float = DEFAULT_MAX_WAIT_S) -> ModeRun:
     """One batch of ``items`` through the real runner, ``concurrency`` in flight; ``share``: their requests share the
-    model's batches (else each request runs alone, the items overlapping only outside the model)."""
+    model's batches, a request waiting up to ``max_wait_s`` for the others (else each request runs alone, the items
+    overlapping only outside the model)."""
     vlm = TransformersQwenVLM(base.name, base.model, base.processor, device=base.device, image_size=base.image_size,
                               record_output_ids=True)
     vlm.prefill_system_prompts(_system_prompts())
     vlm.reset_usage()
-    coalescer = CoalescingVLM(vlm, max_batch=max_batch, max_wait_s=DEFAULT_MAX_WAIT_S) if share else None
+    coalescer = CoalescingVLM(vlm, max_batch=max_batch, max_wait_s=max_wait_s) if share else None
     agents = BenchAgents(coalescer or vlm, SixMaskSegmenter(sam3), decode_steps, coalescer)
     with tempfile.TemporaryDirectory(prefix="sam3-agent-bench-") as out:
         layout = BatchLayout(out, items)
@@ -136,6 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="items in flight in the shared mode (default 4)")
     parser.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH,
                         help=f"most conversations per shared batch (default {DEFAULT_MAX_BATCH}, as batch uses)")
+    parser.add_argument("--max-wait", type=float, default=DEFAULT_MAX_WAIT_S,
+                        help=f"seconds a request waits for the others in the shared mode (default {DEFAULT_MAX_WAIT_S}, "
+                             "as batch uses; a long wait makes each batch go once every item in flight asks)")
     parser.add_argument("--decode-steps", type=int, default=DEFAULT_DECODE_STEPS,
                         help=f"greedy steps decoded per VLM request (default {DEFAULT_DECODE_STEPS})")
     parser.add_argument("--repeat", type=int, default=2,
@@ -144,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.items, args.concurrency, args.max_batch, args.decode_steps, args.repeat, args.threads) < 1:
         parser.error("every number must be at least 1")
+    if args.max_wait < 0:
+        parser.error("--max-wait must be at least 0 seconds")
     if args.concurrency < 2:
         parser.error("--concurrency must be at least 2 to compare with one at a time")
     logging.basicConfig(level=logging.WARNING)
@@ -163,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: dict[str, list[ModeRun]] = {label: [] for label in modes}
     for _ in range(args.repeat):
         for label, (concurrency, share) in modes.items():
-            runs[label].append(run_mode(label, vlm, sam3, items, concurrency, args.decode_steps, args.max_batch, share))
+            runs[label].append(run_mode(label, vlm, sam3, items, concurrency, args.decode_steps, args.max_batch, share,
+                                        args.max_wait))
     best = {label: min(r, key=lambda m: m.seconds) for label, r in runs.items()}
     print(f"{args.items} items (2 x segment, examine 6 masks, select), {args.decode_steps} decode steps per request, "
           f"{args.vlm} VLM, {args.threads} torch thread(s); fastest of {args.repeat} per mode "
