@@ -112,20 +112,37 @@ def _run_to_end(
     decoder: CachedDecoder, requests: list[EncodedRequest], limit: int, stop: threading.Event,
     counters: DecodeCounters, collectors: list[PieceCollector], sampling: Sampling, name: str,
 ) -> list[RowResult]:
-    """Run ``decoder`` to the end in a worker thread (as ``generate`` runs), feeding each row's collector."""
+    """Run ``decoder`` to the end in a worker thread (as ``generate`` runs), feeding each row's collector.
+
+    An exception in the caller's thread while it waits (Ctrl-C or SIGTERM arrive there as ``KeyboardInterrupt``) stops
+    the decoding at its next step and waits for it before going on: the engine's lock is released only once its model
+    is idle, and a process that exits after the interrupt never ends with a thread still inside the model (the CLI
+    stopped by SIGTERM during a verification batch was once killed by SIGABRT instead of exiting with 130).
+    """
     outcome: dict[str, Any] = {}
+    abandoned = threading.Event()  # set when the caller stops waiting
 
     def feed(emitted: list[int | None]) -> None:
         for token, collector in zip(emitted, collectors):
             if token is not None:
                 collector.add(token)
 
-    def work() -> None:
-        consume_steps(lambda: decoder.run(requests, limit, stop, counters, sampling), feed, outcome)
+    done = threading.Event()  # waited on instead of ``Thread.join``: an interrupted join marks the thread ended
+    # (Python 3.11, bpo-45274's fix), so a second join would return while it still decodes
 
-    worker = threading.Thread(target=work, name=f"decode[{name}]", daemon=True)
-    worker.start()
-    worker.join()
+    def work() -> None:
+        try:
+            consume_steps(lambda: decoder.run(requests, limit, EitherEvent(stop, abandoned), counters, sampling), feed,
+                          outcome)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name=f"decode[{name}]", daemon=True).start()
+    try:
+        done.wait()
+    finally:
+        abandoned.set()  # no-op when decoding already ended
+        done.wait()
     if "error" in outcome:
         raise EngineError("generate", outcome["error"]) from outcome["error"]
     return outcome["rows"]
