@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 
 import cv2
 import numpy as np
@@ -74,6 +75,27 @@ def test_frame_numbers_agree_with_opencv():
             ours = np.asarray(clip.frame(i)).astype(np.int16)
             distance = {j: float(np.abs(ours - theirs[j]).mean()) for j in (i - 1, i, i + 1)}
             assert min(distance, key=distance.get) == i and distance[i] < 2.0, distance
+
+
+def test_a_scrubber_and_a_walk_in_two_threads_each_get_their_frames(reference):
+    """The app shows a scrubbed frame while tracking walks the clip: both share one decoder, which a lock guards."""
+    walked: list[tuple[int, bool]] = []
+    scrubbed: list[tuple[int, bool]] = []
+    with open_clip(REAL_CLIP, cache_frames=2) as clip:
+        def walk():
+            walked.extend((i, np.array_equal(np.asarray(image), reference[i])) for i, image in clip.frames(range(50)))
+
+        def scrub():
+            for i in (40, 5, 33, 12, 49, 20, 1, 27) * 3:
+                scrubbed.append((i, np.array_equal(np.asarray(clip.frame(i)), reference[i])))
+
+        threads = [threading.Thread(target=walk), threading.Thread(target=scrub)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert walked == [(i, True) for i in range(50)]
+    assert scrubbed == [(i, True) for i in (40, 5, 33, 12, 49, 20, 1, 27) * 3]
 
 
 def test_index_at_gives_the_frame_shown_at_a_time():

@@ -207,6 +207,9 @@ def open_clip(source: str | Path, caps: ClipCaps = DEFAULT_CLIP_CAPS, *, name: s
         return _video_clip(path, shown, caps, file_name, cache)
     except PermissionError:
         raise InputError(f"cannot read {shown}: permission denied") from None
+    except OSError as error:  # a disk or network-share fault while reading
+        raise InputError(f"cannot read {shown}: {error.strerror or 'the read failed'}; try again or copy the clip "
+                         "to a local disk") from None
     except MemoryError:
         raise InputError(f"there is not enough memory left to open {shown}; try again later or give a smaller "
                          "clip") from None
