@@ -29,7 +29,7 @@ FLOORS = {
     "sam": 2, "engine": 2,
     "vlm": 3,
     "agent": 4,
-    "trace": 5,
+    "trace": 5, "video": 5,  # video (clips) sits beside trace: neither imports the other (lead may refine)
     "correct": 6,
     "presets": 7,
     "": 8,  # sam3_agent/__init__.py: the public API
