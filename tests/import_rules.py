@@ -31,7 +31,7 @@ FLOORS = {
     "agent": 4,
     "trace": 5,
     "correct": 6,
-    "presets": 7,
+    "presets": 7, "video": 7,
     "": 8,  # sam3_agent/__init__.py: the public API
     "datasets": 9,
     "cli": 10,
