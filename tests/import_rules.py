@@ -29,9 +29,9 @@ FLOORS = {
     "sam": 2, "engine": 2,
     "vlm": 3,
     "agent": 4,
-    "trace": 5, "video": 5,  # video (clips) sits beside trace: neither imports the other (lead may refine)
+    "trace": 5,
     "correct": 6,
-    "presets": 7,
+    "presets": 7, "video": 7,  # clips and tracking: above agent and trace (it saves keyframe runs as image traces)
     "": 8,  # sam3_agent/__init__.py: the public API
     "datasets": 9,
     "cli": 10,

@@ -1,7 +1,7 @@
 """The entry point of the command line: ``python -m sam3_agent`` and the ``sam3-agent`` console script.
 
 ``main`` parses the flags (``parser``: light, so ``--help`` answers at once), then imports and runs the command:
-``run`` (``run``), ``export`` (``export``), ``batch`` and ``eval`` (``datasets``).
+``run`` (``run``), ``video`` (``video``), ``export`` (``export``), ``batch`` and ``eval`` (``datasets``).
 
 Exit status: 0 finished (masks or no mask); 2 bad input; 3 backend failure; 4 round budget
 exhausted; 5 the outputs could not be written (disk full, folder removed...); 130 stopped (Ctrl-C or
@@ -42,6 +42,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m sam3_agent") 
         with stop_signals():  # a run, a batch or an evaluation: SIGTERM stops it like Ctrl-C
             if args.command in DATASET_COMMANDS:
                 return dataset_command(args, sys.stdout, sys.stderr)
+            if args.command == "video":
+                from .video import video_command
+
+                return video_command(args, sys.stdout, sys.stderr)
             from .run import run_command  # torch, transformers: only once a run is asked for
 
             return run_command(args, sys.stdout, sys.stderr)

@@ -1,7 +1,8 @@
 """The command line's parser: every subcommand and flag of ``python -m sam3_agent`` (and ``sam3-agent``).
 
 Only ``argparse`` and the light flag modules are imported here, so ``--help`` answers before torch, transformers or
-Gradio load (the commands themselves live in ``run``, ``export`` and ``datasets`` and import them when they run).
+Gradio load (the commands themselves live in ``run``, ``video``, ``export`` and ``datasets`` and import them when they
+run).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 from ..limits import MAX_QUERY_CHARS
 from .datasets import add_dataset_commands
 from .flags import add_model_arguments
+from .video import add_video_command
 
 
 def build_parser(prog: str = "python -m sam3_agent") -> argparse.ArgumentParser:
@@ -35,5 +37,6 @@ def build_parser(prog: str = "python -m sam3_agent") -> argparse.ArgumentParser:
     export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
     export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
     export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_video_command(commands)
     add_dataset_commands(commands)  # batch, eval (sam3_agent.datasets)
     return parser
