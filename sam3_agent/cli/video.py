@@ -148,7 +148,7 @@ class TrackingBar:
 def video_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """``video``: check every input, load the models, run over the clip, write the outputs. Returns the exit
     status."""
-    from ..presets import build_backends, build_video_tracker, share_video_backbone
+    from ..presets import build_backends, build_video_tracker, share_sam3_backbone
     from ..video.events import (
         FrameTracked,
         KeyframeStarted,
@@ -180,7 +180,7 @@ def video_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> i
             config = with_planned_batch(config, args, backends.settings)
             tracker = build_video_tracker(settings.preset, settings.sam3_model, settings.device,
                                           backends.settings.get("sam3_dtype"))
-            share_video_backbone(tracker, backends.segmenter)
+            share_sam3_backbone(tracker, backends.segmenter)
             stdout.write(f"Models ready in {time.perf_counter() - loaded:.1f} s\n")
             from ..agent.loop import Agent
 
