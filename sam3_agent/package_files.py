@@ -13,6 +13,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PROMPTS_DIR = PACKAGE_DIR / "prompts"  # system prompts and every feedback message sent to the model
 ASSETS_DIR = PACKAGE_DIR / "assets"  # photos, a clip (licences in LICENSE.md there), queries, the demo script
 EXAMPLES_FILE = ASSETS_DIR / "examples.json"  # the app's example photos and queries
+VIDEO_EXAMPLES_FILE = ASSETS_DIR / "video_examples.json"  # the app's example clips and queries
 EXAMPLE_SCRIPT = ASSETS_DIR / "example_script.json"  # VLM replies for the scripted demo (``--script``)
 
 

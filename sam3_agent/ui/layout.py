@@ -1,11 +1,12 @@
 """The Gradio page: the tabs (each built by its folder's ``layout``), their hand-offs, the stylesheet, and launching.
 
-Four tabs: "Run" (``ui.run.layout``: image + query in, the rounds as they stream, the answer and its downloads),
-"Inspect a trace" (``ui.inspect.layout``: a saved trace or bundle .zip stepped through round by round, no model
+Five tabs: "Run" (``ui.run.layout``: image + query in, the rounds as they stream, the answer and its downloads),
+"Video" (``ui.video.layout``: a clip, its keyframe's rounds, the tracks as they grow, a frame fixed in the Correct tab,
+the exports), "Inspect a trace" (``ui.inspect.layout``: a saved trace or bundle .zip stepped through round by round, no model
 needed), "Correct" (``ui.correct.layout``: hand corrections of the final masks and their export) and "Review a batch"
 (``ui.review.layout``, with its bar above the tabs). Above the tabs, one note says when the models are missing (Run
-is then off) or random / scripted. A hidden endpoint ``/segment`` serves ``gradio_client`` (image path + query ->
-COCO masks + trace).
+is then off) or random / scripted. Hidden endpoints serve ``gradio_client``: ``/segment`` (image path + query -> COCO
+masks + trace) and ``/segment_video`` (clip + query + keyframe -> YouTube-VIS JSON + video trace + overlay video).
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ from .run.slot import RunSlot
 from .session_order import order_by_session
 from .settings import AppSettings
 from .startup import demo_note, first_start_message, needed_models
+from .video.layout import (
+    VIDEO_CSS,
+    ApplyGroup,
+    build_apply_group,
+    build_segment_video_api,
+    build_video_tab,
+    wire_to_correct,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +69,15 @@ def build_demo(handlers: Handlers, settings: AppSettings) -> gr.Blocks:
         with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as tabs:
             correct_run = build_run_tab(handlers, settings, slot, ticket)
             demo.unload(handlers.unload)
+            video = build_video_tab(handlers.video, settings, handlers.factory.load_error is None)
             inspected = build_inspect_tab(handlers.inspect)
-            correct = build_correct_tab(handlers.correct, tabs)
+            apply = ApplyGroup()
+            correct = build_correct_tab(handlers.correct, tabs, extra=lambda: build_apply_group(apply))
             build_review_tab(handlers.correct, handlers.root, correct, review_bar, settings.review_root)
         _hand_to_correct(handlers, slot, correct_run, inspected, correct)
+        wire_to_correct(handlers.video, settings, video, apply, correct, tabs)
         build_segment_api(handlers, settings)
+        build_segment_video_api(handlers.video, settings)
     order_by_session(demo)  # the Correct and Review events: each session's in order, sessions side by side
     return demo
 
@@ -115,7 +128,7 @@ def launch(demo: gr.Blocks, settings: AppSettings, **overrides: Any) -> Any:
     options: dict[str, Any] = {
         "server_name": settings.host,
         "server_port": settings.port,
-        "css": STYLESHEET.read_text(encoding="utf-8") + CORRECT_CSS + REVIEW_CSS,
+        "css": STYLESHEET.read_text(encoding="utf-8") + CORRECT_CSS + REVIEW_CSS + VIDEO_CSS,
         "allowed_paths": [str(ASSETS_DIR)],
         "max_file_size": MAX_UPLOAD,
         "ssr_mode": False,

@@ -6,7 +6,8 @@ tens of megabytes. Gradio keeps a ``gr.State`` value for an hour after its tab c
 40 sessions that imported a trace and left pinned 734 MB for that hour. So ``gr.State`` holds only a value's
 key, and the values live here. A session is dropped when its tab closes (``drop_owner``, from the page's unload
 event), after ``ttl_s`` seconds without use, or, least recently used first, when the sessions together exceed
-``max_total_bytes``; a session larger than ``max_session_bytes`` is refused.
+``max_total_bytes``; a session larger than ``max_session_bytes`` is refused. A value that holds more than memory
+(an open clip's decoder, files) is given to ``close`` when it is dropped.
 
 No Gradio here.
 """
@@ -73,6 +74,7 @@ class SessionStore(SharedObject):
         max_session_bytes: most bytes one session may hold (``memory_size.held_bytes``); larger ones are refused.
         max_total_bytes: most bytes all sessions together may hold; the least recently used go first.
         on_drop: called with the key of every session dropped (not for ``replace``), e.g. to remove its exports.
+        close: called with the value of every session dropped (not for ``replace``), e.g. to close a clip it holds.
         clock: seconds, monotonic (tests pass their own).
         texts: how messages name the values.
 
@@ -88,6 +90,7 @@ class SessionStore(SharedObject):
         on_drop: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         texts: StoreTexts = StoreTexts(),  # noqa: B008 - a frozen record
+        close: Callable[[Any], None] | None = None,
     ) -> None:
         if ttl_s <= 0 or max_session_bytes <= 0 or max_total_bytes <= 0:
             raise ValueError(f"session bounds must be positive, got ttl {ttl_s} s, {max_session_bytes} bytes per "
@@ -96,6 +99,7 @@ class SessionStore(SharedObject):
         self.max_session_bytes = max_session_bytes
         self.max_total_bytes = max_total_bytes
         self._on_drop = on_drop or (lambda key: None)
+        self._close = close or (lambda value: None)
         self._clock = clock
         self.texts = texts
         self._entries: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
@@ -155,7 +159,7 @@ class SessionStore(SharedObject):
             if entry is None:
                 raise InputError(expired_message(self.ttl_s, self.texts))
             self._store(key, _Entry(session, nbytes, entry.owner, self._clock()))
-            dropped = [k for k in self._evict() if k != key]
+            dropped = [(k, e) for k, e in self._evict() if k != key]
         self._dropped(dropped)
 
     def drop(self, key: str | None) -> None:
@@ -163,17 +167,17 @@ class SessionStore(SharedObject):
         with self._lock:
             found = self._entries.pop(key, None) if isinstance(key, str) else None
         if found is not None:
-            self._dropped([key])  # type: ignore[list-item]
+            self._dropped([(key, found)])  # type: ignore[list-item]
 
     def drop_owner(self, owner: str | None) -> None:
         """Forget every session of the browser session ``owner`` (its tab closed)."""
         if not owner:
             return
         with self._lock:
-            keys = [key for key, entry in self._entries.items() if entry.owner == owner]
-            for key in keys:
+            dropped = [(key, entry) for key, entry in self._entries.items() if entry.owner == owner]
+            for key, _entry in dropped:
                 del self._entries[key]
-        self._dropped(keys)
+        self._dropped(dropped)
 
     def info(self) -> tuple[int, int]:
         """``(sessions, bytes)`` held now (expired sessions are dropped first)."""
@@ -189,24 +193,26 @@ class SessionStore(SharedObject):
         self._entries[key] = entry
         self._entries.move_to_end(key)
 
-    def _evict(self) -> list[str]:
+    def _evict(self) -> list[tuple[str, _Entry]]:
         """Drop expired sessions, then the least recently used ones beyond the total bound (lock held)."""
         now = self._clock()
-        dropped = [key for key, entry in self._entries.items() if now - entry.used_at > self.ttl_s]
-        for key in dropped:
+        dropped = [(key, entry) for key, entry in self._entries.items() if now - entry.used_at > self.ttl_s]
+        for key, _entry in dropped:
             del self._entries[key]
         total = sum(entry.nbytes for entry in self._entries.values())
         while total > self.max_total_bytes and len(self._entries) > 1:
             key, entry = self._entries.popitem(last=False)
             total -= entry.nbytes
-            dropped.append(key)
+            dropped.append((key, entry))
         return dropped
 
-    def _dropped(self, keys: list[str]) -> None:
-        for key in keys:
+    def _dropped(self, dropped: list[tuple[str, _Entry]]) -> None:
+        """Outside the lock: the drop hooks of each dropped session (its key, then its value)."""
+        for key, entry in dropped:
             logger.debug("%s %s dropped", self.texts.what, key[:8])
             try:
                 self._on_drop(key)
+                self._close(entry.session)
             except OSError as error:  # removing its exports failed: the session is gone all the same
                 logger.warning("could not clean up %s %s: %s", self.texts.what, key[:8], error)
 

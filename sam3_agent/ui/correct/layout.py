@@ -11,6 +11,7 @@ to the front).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,9 +93,10 @@ class CorrectView:
     outputs: list[Any]
 
 
-def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
+def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs, extra: Callable[[], None] | None = None) -> CorrectView:
     """The tab's components and events (call inside ``tabs``); on ZeroGPU only the point model's call takes a GPU
-    (``CorrectHandlers``' ``gpu``)."""
+    (``CorrectHandlers``' ``gpu``). ``extra`` builds what another tab adds under the status line (the Video tab's
+    "apply to the video")."""
     with gr.Tab("Correct", id=CORRECT_TAB_ID, elem_id="tab-correct"):
         # only the session's key: the session itself lives in handlers.sessions, bounded in time and memory
         session = gr.State(None, time_to_live=handlers.sessions.ttl_s, delete_callback=handlers.forget)
@@ -102,7 +104,7 @@ def build_correct_tab(handlers: CorrectHandlers, tabs: gr.Tabs) -> CorrectView:
                          render=False)  # shown at the top of the side column (_controls_column)
         with gr.Row(equal_height=False, elem_id="correct-row"):
             canvas = _canvas_column()
-            controls = _controls_column(status)
+            controls = _controls_column(status, extra)
     outputs = [session, status, canvas.canvas, canvas.compare, controls.shown, controls.selected, controls.label,
                controls.table, controls.undo, controls.redo, controls.round_pick, controls.number_pick,
                controls.preview, tabs]
@@ -163,12 +165,14 @@ def _canvas_column() -> _Canvas:
     return _Canvas(opacity, outline, canvas, compare)
 
 
-def _controls_column(status: gr.HTML) -> _Controls:
+def _controls_column(status: gr.HTML, extra: Callable[[], None] | None = None) -> _Controls:
     """The tab's ``status`` line at the top (beside the canvas: above the row, every line it wrapped onto pushed the
     canvas further below the fold), then undo / redo, the masks (shown, selected, label, delete, table), bring-in from
     any round, export and import."""
     with gr.Column(scale=4, min_width=320, elem_id="correct-controls-column"):
         status.render()
+        if extra is not None:
+            extra()
         with gr.Row(elem_id="correct-undo-row"):
             undo = gr.Button("Undo (Z)", elem_id="undo-btn", interactive=False, size="sm")
             redo = gr.Button("Redo (Y)", elem_id="redo-btn", interactive=False, size="sm")

@@ -9,8 +9,8 @@ waiting in the queue;
 ``stop_button`` offers Stop only while there is a run to stop; ``run_context`` opens any round's context;
 ``unload`` ends a closed tab's run; ``segment``
 is the API endpoint (``api``);
-``correct`` and ``inspect`` hold the Correct and Inspect tabs' handlers (``ui.correct.handlers``,
-``ui.inspect.handlers``). Per-session data
+``correct``, ``inspect`` and ``video`` hold the Correct, Inspect and Video tabs' handlers (``ui.correct.handlers``,
+``ui.inspect.handlers``, ``ui.video.handlers``). Per-session data
 lives in a ``slot.RunSlot`` held in ``gr.State``; models are shared through the ``AgentFactory``.
 """
 
@@ -39,6 +39,7 @@ from ..correct.trace_upload import app_load_limits
 from ..html import ImageUrls, RunPage, render_context, render_status
 from ..inspect.handlers import InspectHandlers
 from ..run_view import RunView
+from ..video.handlers import VideoHandlers
 from ..view import StatusLine, final_status_line, sentence
 from . import api
 from .outputs import (
@@ -97,6 +98,7 @@ class Handlers(SharedObject):
         limits = app_load_limits(factory.settings.max_image_pixels)
         self.correct = CorrectHandlers(factory.require_point_segmenter, self.warn, self.root, gpu=gpu, limits=limits)
         self.inspect = InspectHandlers(self.warn, limits)
+        self.video = VideoHandlers(factory, self.correct, self.root, self.warn)
 
     def close(self) -> None:
         """Remove every file this process wrote for downloads."""
@@ -366,11 +368,12 @@ class Handlers(SharedObject):
         return self.correct.from_inspected(self.inspect.loaded(key), previous, request)
 
     def unload(self, request: gr.Request) -> None:
-        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions and
-        inspected traces."""
+        """A browser tab closed: stop its run so the model is free for others, and drop its correction sessions,
+        inspected traces and clips."""
         session = getattr(request, "session_hash", None)
         self.correct.drop_owner(session)
         self.inspect.drop_owner(session)
+        self.video.unload(request)
         with self._lock:
             slot = self._sessions.pop(session, None) if session else None
         if slot is not None and slot.run is not None and slot.active:

@@ -75,6 +75,8 @@ class AgentFactory(SharedObject):
         load_error: why the backends could not be loaded (shown to users), or ``None``.
         point_segmenter: SAM 3's point-prompt model for hand corrections (``sam.tracker.PointSegmenter``), or ``None``.
         point_error: why it could not be loaded (point clicks in the Correct view say so), or ``None``.
+        video_tracker: SAM 3's video tracker for the Video tab (``sam.video_tracker.VideoTracker``), or ``None``.
+        video_error: why it could not be loaded (the Video tab's Run says so), or ``None``.
     """
 
     def __init__(
@@ -85,6 +87,8 @@ class AgentFactory(SharedObject):
         load_error: str | None = None,
         point_segmenter: PointSegmenter | None = None,
         point_error: str | None = None,
+        video_tracker: Any = None,
+        video_error: str | None = None,
     ) -> None:
         self.settings = settings
         self.backends = backends
@@ -92,6 +96,8 @@ class AgentFactory(SharedObject):
         self.load_error = load_error
         self.point_segmenter = point_segmenter
         self.point_error = point_error
+        self.video_tracker = video_tracker
+        self.video_error = video_error
         self.prompts: Prompts = load_prompts()
 
     @classmethod
@@ -125,6 +131,12 @@ class AgentFactory(SharedObject):
         if factory.point_segmenter is not None:
             logger.info("point-prompt model ready in %.1f s", time.perf_counter() - step)
         share_sam3_backbone(factory.point_segmenter, backends.segmenter)
+        step = time.perf_counter()
+        logger.info("loading SAM 3's video tracker (for the Video tab)...")
+        factory.video_tracker, factory.video_error = load_video_tracker(settings, backends.settings.get("sam3_dtype"))
+        if factory.video_tracker is not None:
+            logger.info("video tracker ready in %.1f s", time.perf_counter() - step)
+            share_sam3_backbone(factory.video_tracker, backends.segmenter)
         if on_zero_gpu():
             factory.calls_on_gpu()
         logger.info("all models loaded in %.1f s", time.perf_counter() - started)
@@ -149,6 +161,16 @@ class AgentFactory(SharedObject):
             )
         if self.point_segmenter is not None:
             self.point_segmenter = GpuPointSegmenter(self.point_segmenter, "point_model")
+
+    def require_video_tracker(self) -> Any:
+        """SAM 3's video tracker.
+
+        Raises:
+            BackendError: it could not be loaded at start (the message says why).
+        """
+        if self.video_tracker is None:
+            raise BackendError(self.video_error or "SAM 3's video tracker is not loaded in this app")
+        return self.video_tracker
 
     def require_point_segmenter(self) -> PointSegmenter:
         """SAM 3's point-prompt model.
@@ -228,6 +250,25 @@ def load_point_segmenter(settings: AppSettings, dtype: str | None = None) -> tup
         return build_point_segmenter(backend.preset, model=backend.sam3_model, device=backend.device, dtype=dtype), None
     except (BackendError, InputError) as error:
         logger.error("SAM 3's point-prompt model could not be loaded: %s", error)
+        return None, str(error)
+
+
+def load_video_tracker(settings: AppSettings, dtype: str | None = None) -> tuple[Any, str | None]:
+    """SAM 3's video tracker for the Video tab, loaded once and shared (``presets.build_video_tracker``), in ``dtype``.
+
+    Returns:
+        (the tracker, None), or (None, why it could not be loaded): a missing tracker only turns the Video tab's Run
+        off.
+    """
+    backend = settings.backend
+    try:
+        from ...presets import build_video_tracker
+    except ImportError:  # this version's presets build no video tracker yet
+        return None, "SAM 3's video tracker is not part of this version of the app"
+    try:
+        return build_video_tracker(backend.preset, model=backend.sam3_model, device=backend.device, dtype=dtype), None
+    except (BackendError, InputError) as error:
+        logger.error("SAM 3's video tracker could not be loaded: %s", error)
         return None, str(error)
 
 

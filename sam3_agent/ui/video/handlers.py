@@ -1,0 +1,517 @@
+"""The Video tab's handlers: plain functions and generators that return component values (``outputs.VideoOutputs``).
+
+``open`` takes an uploaded clip (refused in words, before any frame is decoded, when it is over the caps), ``scrub``
+shows a frame, ``run`` streams a run over the clip (the keyframe's rounds as a photo's, then the tracking with its bar
+and the scrubbed frame redrawn as soon as it is tracked), ``downloads`` writes the result's files after it, ``stop``
+ends a run or re-propagation keeping every frame tracked, ``set_shown`` draws objects on or off; ``fix`` / ``add``
+hand the scrubbed frame to the Correct tab and ``apply`` brings its mask back and re-propagates; ``remove`` and
+``undo`` edit the objects; ``context`` opens a keyframe round's context; ``unload`` drops a closed tab's clip. Each
+tab's clip state is a ``session.VideoSession`` in a bounded store; the page's ``gr.State`` holds only its key.
+The ``/segment_video`` endpoint is ``api``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from ...errors import BackendError, InputError
+from ...events import TokenStreamed
+from ...messages import checked_query
+from ...shared import SharedObject
+from ...video.corrections import ADDED_LABEL, VideoEditor
+from ...video.events import FrameTracked, VideoRunFinished
+from ...video.run import VideoAgent
+from ..correct.handlers import CorrectHandlers
+from ..html import ImageUrls, RunPage, render_context, render_status
+from ..run.runner import AgentFactory
+from ..view import StatusLine, sentence
+from . import api
+from .clips import app_clip_caps, checked_frame, keep_upload, open_scrubber, upload_name
+from .exports import OverlayVideo, write_files
+from .fixes import ADD_LABEL, corrected_masks, fixed_mask, frame_trace
+from .frames import frame_caption
+from .gpu_time import gpu_note
+from .outputs import (
+    EMPTY,
+    Announcer,
+    VideoOutputs,
+    cleared,
+    live_round,
+    opened,
+    result,
+    running,
+    shown_frame,
+    status_only,
+    unchanged,
+)
+from .progress import render_progress
+from .screen import VideoScreen
+from .session import RESULT_PREFIX, PendingFix, VideoSession, VideoSessions, trace_snapshot
+
+logger = logging.getLogger(__name__)
+
+STREAM_INTERVAL_S = 0.05  # token-only and frame-only updates at most 20 a second (ui.run.handlers' pace)
+TOUCH_INTERVAL_S = 60.0  # a long run marks its session used this often, so the store never drops it meanwhile
+STOP_GRACE_S = 5.0  # Stop waits this long for the work to end by itself
+DOWNLOAD_POLL_S = 0.5  # how often the overlay video's progress is shown while it is written
+STOPPING = "Stopping: tracking ends after the frame in progress; every frame tracked until then is kept."
+
+
+def _owner(request: Any) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def _error(message: str) -> StatusLine:
+    return StatusLine("error", sentence(message))
+
+
+class VideoHandlers(SharedObject):
+    """The Video tab's handlers around the shared models.
+
+    Args:
+        factory: the loaded models (the image agent's, and the video tracker: ``AgentFactory.require_video_tracker``).
+        correct: the Correct tab's handlers (a frame to fix is opened there).
+        root: folder for the sessions' files (a ``video/`` folder is made inside).
+        warn: shows a message to the user (``gr.Warning`` in the app).
+        sessions: where the tabs' clips live (default: a ``VideoSessions`` with its default bounds).
+    """
+
+    def __init__(self, factory: AgentFactory, correct: CorrectHandlers, root: Path,
+                 warn: Callable[[str], None] | None = None, sessions: VideoSessions | None = None) -> None:
+        self.factory = factory
+        self.correct = correct
+        self.root = root
+        self.warn = warn or (lambda message: gr.Warning(message))
+        self.sessions = sessions if sessions is not None else VideoSessions()
+        self.caps = app_clip_caps(factory.settings.max_image_pixels)
+
+    def _session(self, key: Any) -> VideoSession:
+        """The tab's session. Raises InputError: none (never opened, expired or dropped), in words."""
+        if not isinstance(key, str):
+            raise InputError("upload a clip first (or pick the example)")
+        return self.sessions.get(key)
+
+    # ------------------------------------------------------------------ the clip
+
+    def open(self, path: str | None, previous: Any = None, request: gr.Request | None = None) -> VideoOutputs:
+        """An uploaded (or example) clip: kept and opened within the app's caps, its first frame shown; the tab's
+        previous clip is dropped. A clip over the caps, damaged or not a clip is refused in words; nothing is kept."""
+        self.sessions.drop(previous if isinstance(previous, str) else None)
+        if not path:
+            return cleared(StatusLine("idle", EMPTY))
+        name = upload_name(path)
+        folder = self.root / "video" / uuid.uuid4().hex
+        try:
+            kept = keep_upload(path, folder)
+            clip = open_scrubber(kept, self.caps, name)
+        except InputError as error:
+            VideoSession.remove_folder(folder)
+            return cleared(_error(f"{error}. Upload another clip"))
+        session = VideoSession(key=uuid.uuid4().hex, owner=_owner(request), path=kept, name=name, caps=self.caps,
+                               clip=clip, folder=folder)
+        try:
+            self.sessions.put(session, session.owner, key=session.key)
+        except InputError as error:
+            session.close()
+            return cleared(_error(str(error)))
+        info = clip.info
+        rate = f", {info.fps:g} fps, {info.timestamps[-1] + 1 / info.fps:.1f} s" if info.fps else ""
+        line = StatusLine("idle", f"Clip ready: {info.file_name or 'the clip'}, {info.frame_count} frames of "
+                                  f"{info.width}x{info.height}{rate}. Pick the keyframe with the slider (the agent "
+                                  "reasons on it), add a query, then press Run.")
+        return opened(session, line, gpu_note(info))
+
+    def scrub(self, key: Any, frame: Any) -> tuple[Any, Any]:
+        """(frame picture, caption) of the frame the slider is on, with the objects tracked there so far."""
+        try:
+            session = self._session(key)
+            index = checked_frame(frame, session.info.frame_count)
+            session.shown_frame = index
+            return shown_frame(session), frame_caption(session.info, index)
+        except InputError:
+            return gr.skip(), gr.skip()
+
+    def set_shown(self, key: Any, shown: list[int] | None) -> tuple[Any, Any]:
+        """(frame picture, objects table) with only the ``shown`` objects drawn on the scrubbed frame."""
+        try:
+            session = self._session(key)
+        except InputError:
+            return gr.skip(), gr.skip()
+        ids = set(session.trace.tracks.object_ids()) if session.trace is not None else set()
+        session.hidden = frozenset(ids - {int(i) for i in shown or ()})
+        from .tables import render_objects
+
+        return shown_frame(session), render_objects(session.trace.tracks if session.trace else None, session.hidden)
+
+    # ------------------------------------------------------------------ running
+
+    @staticmethod
+    def queued() -> str:
+        """The status at once when Run is pressed (outside the queue)."""
+        return render_status(StatusLine("running", "Queued: waiting for the model (it serves one run at a time)."))
+
+    def run(self, key: Any, query: str, frame: Any, max_rounds: Any, score_threshold: Any,
+            request: gr.Request | None = None) -> Iterator[VideoOutputs]:
+        """Run the agent on the keyframe ``frame`` and track what it chose through the clip; yields the page after
+        every event (token and frame updates at most every ``STREAM_INTERVAL_S``, the scrubbed frame as soon as it
+        is tracked) and ends with the result. Bad input and missing models end at once with the status saying why.
+        When the generator is closed early (tab closed, event cancelled) the run is stopped, its frames kept."""
+        try:
+            session = self._session(key)
+            keyframe = checked_frame(frame, session.info.frame_count)
+            query = checked_query(query)
+            agent = self.factory.new_agent(int(max_rounds), float(score_threshold))
+            tracker = self.factory.require_video_tracker()
+        except (InputError, BackendError) as error:
+            yield status_only(_error(str(error)))
+            return
+        except (TypeError, ValueError):
+            yield status_only(_error("the round budget and the score threshold must be numbers"))
+            return
+        try:
+            clip = session.working_clip()
+        except InputError as error:
+            yield status_only(_error(str(error)))
+            return
+        video_run = VideoAgent(agent, tracker).start(clip, query, keyframes=[keyframe])
+        try:
+            session.begin(video_run.cancel)
+        except InputError as error:
+            clip.close()
+            yield status_only(_error(str(error)))
+            return
+        screen = VideoScreen(int(max_rounds))
+        session.trace, session.contexts, session.pending_fix = video_run.trace, screen.contexts, None
+        session.shown_frame, session.hidden, session.line = keyframe, frozenset(), None
+        session.changed()
+        try:
+            yield from self._stream(session, video_run, screen, first=dict(
+                slider=gr.update(value=keyframe), frame=shown_frame(session), result=gr.update(visible=False),
+                caption=frame_caption(session.info, keyframe), overlay=None, downloads=None),
+                final=lambda shown: shown.line)
+        finally:
+            if video_run.trace.status == "running":  # closed early: stop, and let it record what it tracked
+                video_run.cancel()
+                for _event in video_run:
+                    pass
+            clip.close()
+            session.end()
+
+    def _stream(self, session: VideoSession, events: Any, screen: VideoScreen, first: dict[str, Any],
+                final: Callable[[VideoScreen], StatusLine]) -> Iterator[VideoOutputs]:
+        """The page after each event of ``events`` (a run, or a re-propagation's; ``first``: what the first page
+        also sets), then the result, whose status is ``final(screen)``."""
+        page, announce = RunPage(), Announcer()
+        yield running(screen, page, announce)._replace(**first)
+        last = touched = time.monotonic()
+        for event in events:
+            screen.apply(event)
+            if isinstance(event, VideoRunFinished):
+                break
+            now = time.monotonic()
+            if now - touched >= TOUCH_INTERVAL_S:
+                self.sessions.get(session.key)  # used: not dropped while it works
+                touched = now
+            redraw = isinstance(event, FrameTracked) and event.frame_index == session.shown_frame
+            quiet = isinstance(event, TokenStreamed | FrameTracked) and not redraw and not announce.changes(
+                screen.progress)
+            if quiet and now - last < STREAM_INTERVAL_S:
+                continue
+            yield running(screen, page, announce, shown_frame(session) if redraw else None)
+            last = now
+        line = final(screen)
+        session.line = line
+        self._measure(session)
+        yield result(session, line, progress=render_progress(screen.progress), announce=announce(screen.progress),
+                     live=live_round(screen, page), rounds=page.rounds_html(screen.rounds.rounds),
+                     context=page.context_html(screen.rounds.context))
+
+    def _measure(self, session: VideoSession) -> None:
+        """Let the store count what the session holds now (its result added its masks and the keyframe's photo)."""
+        try:
+            self.sessions.replace(session.key, session)
+        except InputError as error:  # over one session's bound, or dropped meanwhile: it goes with the next drop
+            logger.warning("a clip session outgrew its bound: %s", error)
+
+    def stop(self, key: Any) -> Iterator[Any]:
+        """Stop the tab's run or re-propagation (every frame tracked until then is kept); yields the status."""
+        try:
+            session = self._session(key)
+        except InputError:
+            yield gr.skip()
+            return
+        cancel = session.cancel
+        if cancel is None:
+            yield gr.skip()
+            return
+        cancel()
+        yield render_status(StatusLine("stopping", STOPPING))
+        session.ended.wait(STOP_GRACE_S)  # the work shows its own last page
+        yield gr.skip()
+
+    def stop_button(self, key: Any) -> Any:
+        """Stop red and enabled while the tab's run or re-propagation goes on, grey and disabled otherwise."""
+        try:
+            busy = self._session(key).busy
+        except InputError:
+            busy = False
+        return gr.Button(interactive=busy, variant="stop" if busy else "secondary")
+
+    @staticmethod
+    def stop_offered() -> Any:
+        """Stop enabled at once on a press of Run or Apply."""
+        return gr.Button(interactive=True, variant="stop")
+
+    # ------------------------------------------------------------------ downloads
+
+    def downloads(self, key: Any) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
+        """(status, progress, announcement, overlay video, downloads) for the tab's latest result: the palette PNGs,
+        the YouTube-VIS JSON and the trace at once, the overlay video with its progress bar. A result superseded
+        meanwhile (a new run, an edit) offers nothing."""
+        skip = gr.skip()
+        try:
+            session = self._session(key)
+        except InputError:
+            yield skip, skip, skip, skip, skip
+            return
+        with session.lock:
+            if session.trace is None or session.busy:
+                yield skip, skip, skip, skip, skip
+                return
+            version, snapshot = session.version, trace_snapshot(session.trace)
+        folder = session.folder / f"{RESULT_PREFIX}{version}"
+        line = session.line or StatusLine("done", "Done.")
+        try:
+            files = write_files(snapshot, folder)
+            clip = session.working_clip()
+        except (OSError, InputError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            yield render_status(_error(f"{line.text} Its files could not be written on the server ({reason}); try "
+                                       "again later")), skip, skip, skip, skip
+            return
+        overlay, announce = OverlayVideo(snapshot, clip, folder), Announcer()
+        while True:  # the bar at once, then as the frames are encoded
+            progress = overlay.progress
+            yield skip, render_progress(progress), announce(progress), skip, skip
+            if overlay.wait(DOWNLOAD_POLL_S):
+                break
+        if session.version != version:
+            yield skip, skip, skip, skip, skip
+            return
+        progress = overlay.progress
+        if overlay.error is not None:
+            text = f"{line.text} The overlay video could not be written ({overlay.error}); the other files can be " \
+                   "downloaded."
+            yield (render_status(StatusLine("error", text)), render_progress(progress), announce(progress), None,
+                   [str(p) for p in files])
+            return
+        VideoSession.prune_results(session.folder, keep=folder)
+        yield (render_status(StatusLine(line.kind, f"{line.text} Downloads ready.")), render_progress(progress),
+               announce(progress), str(overlay.path), [str(p) for p in files] + [str(overlay.path)])
+
+    # ------------------------------------------------------------------ fixing a frame
+
+    def fix(self, key: Any, object_id: Any, frame: Any, correct_key: Any = None,
+            request: gr.Request | None = None) -> list[Any]:
+        """"Fix this object": the scrubbed frame with object ``object_id``'s mask opens in the Correct tab; returns
+        the Correct tab's outputs, then (apply group, its note, this tab's status)."""
+        return self._hand_over(key, object_id, frame, correct_key, request, adding=False)
+
+    def add(self, key: Any, frame: Any, correct_key: Any = None, request: gr.Request | None = None) -> list[Any]:
+        """"Add an object": the scrubbed frame opens in the Correct tab without masks; what is drawn there becomes
+        new objects."""
+        return self._hand_over(key, None, frame, correct_key, request, adding=True)
+
+    def _hand_over(self, key: Any, object_id: Any, frame: Any, correct_key: Any, request: Any,
+                   adding: bool) -> list[Any]:
+        skip = gr.skip()
+        count = len(self.correct_outputs_fields())
+        try:
+            session = self._session(key)
+            if session.trace is None:
+                raise InputError("run the agent on the clip first: then fix its objects frame by frame")
+            if session.busy:
+                raise InputError("tracking is still going on: wait for it to end (or press Stop), then fix a frame")
+            index = checked_frame(frame, session.info.frame_count)
+            chosen = None if adding else _object_id(object_id)
+            handed = frame_trace(session.trace, session.clip.frame(index).copy(), index, chosen)
+        except InputError as error:
+            return [*([skip] * count), skip, skip, render_status(_error(str(error)))]
+        outputs = self.correct.load(handed, switch_tab=True, previous=correct_key, owner=_owner(request))
+        if not isinstance(outputs.session, str):  # refused: the Correct tab's status says why
+            return [*outputs, skip, skip, skip]
+        session.pending_fix = PendingFix(outputs.session, chosen, index)
+        session.picked = chosen if chosen is not None else session.picked
+        what = f"object {chosen}" if chosen is not None else "a new object (each mask you make becomes one)"
+        note = (f"Frame {index} of {session.info.file_name or 'the clip'}: {what}. Edit the mask with the tools "
+                "(points, box, brush), then apply it: it is tracked again from this frame as far as the object's "
+                "next fixed frame each way.")
+        return [*outputs, gr.update(visible=True), note, skip]
+
+    @staticmethod
+    def correct_outputs_fields() -> tuple[str, ...]:
+        from ..correct.handlers import CorrectOutputs
+
+        return CorrectOutputs._fields
+
+    def fix_shown(self, key: Any, correct_key: Any) -> Any:
+        """The Correct tab's apply group: shown while its canvas holds the frame this tab handed over."""
+        try:
+            pending = self._session(key).pending_fix
+        except InputError:
+            pending = None
+        return gr.update(visible=pending is not None and pending.correct_key == correct_key)
+
+    def apply(self, key: Any, correct_key: Any) -> Iterator[list[Any]]:
+        """Apply the Correct tab's mask to the frame handed over and re-propagate it (progress as a run's); brings
+        the Video tab to the front. Yields this tab's outputs, then (tabs, apply group)."""
+        skip = gr.skip()
+        try:
+            session = self._session(key)
+            pending = session.pending_fix
+            if pending is None or pending.correct_key != correct_key:
+                raise InputError("the Correct tab holds no frame of the clip now: press 'Fix this object' (or 'Add an "
+                                 "object') in the Video tab")
+            corrected = self.correct.session(correct_key)
+            height, width = session.info.height, session.info.width
+            masks = corrected_masks(corrected)
+            mask = fixed_mask(corrected, height, width)
+            if pending.object_id is None and not masks:
+                raise InputError("draw the new object first (points, a box or the brush), then apply")
+        except InputError as error:
+            self.warn(sentence(str(error)))
+            yield [*unchanged(), skip, skip]
+            return
+        try:
+            tracker = self.factory.require_video_tracker()
+            clip = session.working_clip()
+        except (BackendError, InputError) as error:  # the frame is fixed, nothing re-propagates
+            logger.info("a fix without re-propagation: %s", error)
+            tracker, clip = None, None
+        editor = VideoEditor(session.trace, clip, tracker)
+        try:
+            session.begin(editor.cancel)
+        except InputError as error:
+            if clip is not None:
+                clip.close()
+            self.warn(sentence(str(error)))
+            yield [*unchanged(), skip, skip]
+            return
+        session.pending_fix, session.shown_frame = None, pending.frame
+        session.changed()
+        screen = VideoScreen(0, "Re-propagating")
+        what = f"object {pending.object_id}" if pending.object_id is not None else \
+            f"{len(masks)} new object{'s' if len(masks) != 1 else ''}"
+        screen.line = StatusLine("running", f"Fixing {what} on frame {pending.frame}: tracking again from there.")
+        first = {"slider": gr.update(value=pending.frame), "frame": shown_frame(session),
+                 "caption": frame_caption(session.info, pending.frame), "result": gr.update(visible=True),
+                 "overlay": None, "downloads": None}
+        try:
+            if pending.object_id is not None:
+                edits = [lambda: editor.replace(pending.object_id, pending.frame, mask)]
+            else:
+                edits = [lambda m=m, label=label: editor.add(pending.frame, mask=m,
+                                                             label=ADDED_LABEL if label == ADD_LABEL else label)
+                         for m, label in masks]
+            pages = self._stream(session, _chained(edits), screen, first,
+                                 final=lambda shown: _fixed_line(what, pending.frame, shown))
+            for index, page in enumerate(pages):
+                extra = [gr.Tabs(selected="video"), gr.update(visible=False)] if index == 0 else [skip, skip]
+                yield [*page, *extra]
+        except InputError as error:  # the fix was refused (a wrong size...): nothing changed
+            yield [*status_only(_error(str(error))), skip, skip]
+        finally:
+            if clip is not None:
+                clip.close()
+            session.end()
+
+    def remove(self, key: Any, object_id: Any) -> VideoOutputs:
+        """Remove object ``object_id`` from every frame (Undo brings it back)."""
+        return self._edit(key, lambda editor: editor.remove(_object_id(object_id)),
+                          lambda edit: f"Removed object {edit.object_id} from every frame (Undo brings it back).")
+
+    def undo(self, key: Any) -> VideoOutputs:
+        """Take back the latest edit (a fix, an added object, a removal): its masks come back exactly."""
+        def undone(edit: Any) -> str:
+            if edit is None:
+                return "Nothing to undo: no edit was made."
+            where = f" on frame {edit.frame_index}" if edit.frame_index is not None else ""
+            verb = {"replace": "the fix of object", "add": "the added object", "remove": "the removal of object"}
+            return f"Undid {verb[edit.kind]} {edit.object_id}{where}."
+        return self._edit(key, lambda editor: editor.undo(), undone)
+
+    def _edit(self, key: Any, action: Callable[[VideoEditor], Any], words: Callable[[Any], str]) -> VideoOutputs:
+        try:
+            session = self._session(key)
+            if session.trace is None:
+                raise InputError("run the agent on the clip first")
+            with session.lock:
+                if session.busy:
+                    raise InputError("tracking is still going on: wait for it to end, or press Stop")
+                done = action(VideoEditor(session.trace))
+                session.version += 1
+        except InputError as error:
+            return status_only(_error(str(error)))
+        session.hidden = session.hidden & frozenset(session.trace.tracks.object_ids())
+        session.line = StatusLine("done", words(done))
+        self._measure(session)
+        return result(session, session.line, progress="", announce=gr.skip())
+
+    # ------------------------------------------------------------------ context, closing, API
+
+    def context(self, key: Any, event: gr.SelectData) -> str:
+        """The context panel of the keyframe round whose "Context sent" was pressed (``event.index``: its number)."""
+        try:
+            contexts = self._session(key).contexts
+        except InputError:
+            contexts = {}
+        if not contexts:
+            return render_context(None, ImageUrls())
+        latest = max(contexts)
+        try:
+            number = int(getattr(event, "index", None) or latest)
+        except (TypeError, ValueError):
+            number = latest
+        return render_context(contexts.get(number, contexts[latest]), ImageUrls(), latest=latest)
+
+    def forget(self, key: Any) -> None:
+        """Drop a session (Gradio calls this when it drops the tab's state)."""
+        self.sessions.drop(key if isinstance(key, str) else None)
+
+    def unload(self, request: gr.Request) -> None:
+        """A browser tab closed: its clips are dropped (their runs stopped)."""
+        self.sessions.drop_owner(_owner(request))
+
+    def segment_video(self, clip: str, query: str, keyframe: Any) -> Iterator[tuple[Any, Any, Any]]:
+        """API ``/segment_video`` (``api.segment_video``)."""
+        yield from api.segment_video(self.factory, self.root, self.caps, clip, query, keyframe)
+
+
+def _object_id(value: Any) -> int:
+    """An object id from the object picker. Raises InputError: none picked."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InputError("pick an object first (the list under the objects table)") from None
+
+
+def _chained(edits: list[Callable[[], Iterator[Any]]]) -> Iterator[Any]:
+    """The events of each edit in turn (each started only when the one before ended)."""
+    for start in edits:
+        yield from start()
+
+
+def _fixed_line(what: str, frame: int, screen: VideoScreen) -> StatusLine:
+    progress = screen.progress
+    if progress is not None and progress.stopped:
+        return StatusLine("cancelled", f"Stopped: {what} fixed on frame {frame}; {progress.done} frame(s) tracked "
+                                       "again until then are kept.")
+    done = progress.done if progress is not None else 0
+    return StatusLine("done", f"Fixed {what} on frame {frame} and tracked again over {done} frame(s).")
