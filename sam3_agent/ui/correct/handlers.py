@@ -171,18 +171,21 @@ class CorrectHandlers(SharedObject):
     # ------------------------------------------------------------------ loading
 
     def load(self, trace: Trace | None, switch_tab: bool = False, previous: Any = None,
-             owner: str | None = None) -> CorrectOutputs:
+             owner: str | None = None, select: int | None = None) -> CorrectOutputs:
         """Start correcting ``trace`` (a finished run or a loaded trace, saved edits included); ``previous`` (the key of
         this tab's earlier session, if any) hands on the view style and the label list.
 
         With ``switch_tab`` (a button in another tab) the Correct tab comes to the front, and a refusal is also
         shown as a warning there, since the Correct tab's status line is out of sight. ``owner``: the browser
-        session (its sessions are dropped when its tab closes, ``drop_owner``).
+        session (its sessions are dropped when its tab closes, ``drop_owner``). ``select``: the mask selected at once
+        (clicks and the brush then act on it), e.g. the one object of a video frame handed over to be fixed.
         """
         try:
             if trace is None:
                 raise InputError(EMPTY_MESSAGE.rstrip("."))
             session = correct.start_session(trace, previous=self._previous(previous))
+            if select is not None:
+                session = correct.select(session, select)
             self.sessions.put(session, owner)
             if isinstance(previous, str) and previous != session.key:
                 self.sessions.drop(previous)  # one open session per tab: the new trace replaces the earlier one

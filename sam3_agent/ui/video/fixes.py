@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ...errors import InputError
 from ...mask_set import Masks
 from ...types import Trace
 from ...video.records import VideoTrace
@@ -63,16 +62,10 @@ def corrected_masks(session: CorrectSession) -> list[tuple[np.ndarray, str]]:
     return [(items[i].mask, items[i].label) for i in session.state.corrected_indices()]
 
 
-def fixed_mask(session: CorrectSession, height: int, width: int) -> np.ndarray:
-    """bool (height, width): every corrected mask together, the object's new mask on its frame (empty when all were
-    deleted or hidden: the object is then absent there).
-
-    Raises:
-        InputError: the Correct session's photo is not the frame's size (another trace was opened there).
-    """
-    union = np.zeros((height, width), dtype=bool)
+def fixed_mask(session: CorrectSession) -> np.ndarray:
+    """bool (H, W) at the frame's size: every corrected mask of the Correct session opened on the frame together, the
+    object's new mask there (empty when all were deleted or hidden: the object is then absent on that frame)."""
+    union = np.zeros((session.state.height, session.state.width), dtype=bool)
     for mask, _label in corrected_masks(session):
-        if mask.shape != (height, width):
-            raise InputError("the Correct tab holds another picture now: press 'Fix this object' again")
         union |= mask
     return union

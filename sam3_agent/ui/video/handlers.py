@@ -344,7 +344,9 @@ class VideoHandlers(SharedObject):
             handed = frame_trace(session.trace, session.clip.frame(index).copy(), index, chosen)
         except InputError as error:
             return [*([skip] * count), skip, skip, render_status(_error(str(error)))]
-        outputs = self.correct.load(handed, switch_tab=True, previous=correct_key, owner=_owner(request))
+        has_mask = handed.final_masks is not None and len(handed.final_masks) > 0
+        outputs = self.correct.load(handed, switch_tab=True, previous=correct_key, owner=_owner(request),
+                                    select=0 if has_mask else None)
         if not isinstance(outputs.session, str):  # refused: the Correct tab's status says why
             return [*outputs, skip, skip, skip]
         session.pending_fix = PendingFix(outputs.session, chosen, index)
@@ -380,9 +382,8 @@ class VideoHandlers(SharedObject):
                 raise InputError("the Correct tab holds no frame of the clip now: press 'Fix this object' (or 'Add an "
                                  "object') in the Video tab")
             corrected = self.correct.session(correct_key)
-            height, width = session.info.height, session.info.width
             masks = corrected_masks(corrected)
-            mask = fixed_mask(corrected, height, width)
+            mask = fixed_mask(corrected)
             if pending.object_id is None and not masks:
                 raise InputError("draw the new object first (points, a box or the brush), then apply")
         except InputError as error:
