@@ -98,7 +98,7 @@ def test_nothing_in_the_page_config_reaches_a_model(tiny_app):
     """The whole kind: every object in the config (delete callbacks, defaults) copies without copying a tensor."""
     _, demo, _ = tiny_app
     callbacks = [c["props"]["delete_callback"] for c in demo.config["components"] if "delete_callback" in c["props"]]
-    assert len(callbacks) == 4  # the run slot, the inspected trace, the Correct session and the review queue
+    assert len(callbacks) == 5  # the run slot, the clip, the inspected trace, the Correct session, the review queue
     with counting_tensor_copies() as copied:
         gradio_utils.safe_deepcopy(demo.config)
         for callback in callbacks:

@@ -132,11 +132,11 @@ def test_remove_then_undo_brings_the_object_back_exactly(app):
     page = video.remove(key, 1)
     assert status_words(page.status) == "Removed object 1 from every frame (Undo brings it back)."
     assert "No objects." in page.table and page.shown["choices"] == []
-    page = video.undo(key)
+    page = video.undo_edit(key)
     assert status_words(page.status) == "Undid the removal of object 1."
     tracks = video.sessions.get(key).trace.tracks
     assert all(np.array_equal(tracks.mask(1, f), before[f]) for f in range(50))
-    assert status_words(video.undo(key).status) == "Nothing to undo: no edit was made."
+    assert status_words(video.undo_edit(key).status) == "Nothing to undo: no edit was made."
 
 
 def test_undo_of_a_fix_puts_every_re_propagated_frame_back(app):
@@ -147,7 +147,7 @@ def test_undo_of_a_fix_puts_every_re_propagated_frame_back(app):
     painted(handlers, correct_key, (10, 10, 30, 30))
     list(video.apply(key, correct_key))
     assert not np.array_equal(video.sessions.get(key).trace.tracks.mask(1, 45), before[45])
-    page = video.undo(key)
+    page = video.undo_edit(key)
     assert status_words(page.status) == "Undid the fix of object 1 on frame 40."
     tracks = video.sessions.get(key).trace.tracks
     assert all(np.array_equal(tracks.mask(1, f), before[f]) for f in range(50))
@@ -158,11 +158,11 @@ def test_the_toggles_draw_an_object_off_the_scrubbed_frame(app):
     handlers, key, _ = app
     video = handlers.video
     video.scrub(key, 20)
-    image, table = video.set_shown(key, [])
+    image, table = video.show_objects(key, [])
     raw = video.sessions.get(key).clip.frame(20)
     assert np.array_equal(np.asarray(image), np.asarray(raw))
     assert 'class="object-off"' in table
-    image, table = video.set_shown(key, [1])
+    image, table = video.show_objects(key, [1])
     assert not np.array_equal(np.asarray(image), np.asarray(raw)) and "object-off" not in table
 
 

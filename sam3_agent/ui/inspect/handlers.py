@@ -5,6 +5,8 @@ timeline of every round (tool, outcome, time, tokens), and keeps the round box o
 the trace is brought to its first or last round, with a note saying so); ``pick_round`` (a timeline row clicked) moves
 to a round, ``settle_number`` puts the round shown back in a box left empty (Previous / Next step the box in the browser:
 ``ui.inspect.layout.round_step``). No model is needed.
+A saved video trace (``video.saved``) opens too: its keyframe's rounds as a photo's, and a tracks scrubber
+(``show_tracks``, ``track_frame``: ``ui.inspect.tracks``).
 The loaded trace lives in a ``ui.session_store.SessionStore`` (bounded in time and memory, dropped when its tab closes:
 the same store the Correct tab uses); the tab's ``gr.State`` holds only its key.
 """
@@ -21,12 +23,14 @@ from PIL import Image
 
 from ...errors import InputError, TraceFormatError
 from ...trace.load_limits import LoadLimits
-from ...trace.safe_read import reading
+from ...trace.safe_read import MAX_ZIP_BYTES, reading
 from ...types import Trace
+from ...video.saved import is_video_trace, load_video_trace_zip
 from ..correct.trace_upload import app_load_limits, trace_from_upload
 from ..html import ImageUrls, render_context, render_final_masks, render_round, render_status, render_timeline
 from ..run.runner import display_overlay
 from ..session_store import SessionStore, StoreTexts, expired_message
+from ..video.tables import render_objects
 from ..view import (
     InspectedRound,
     StatusLine,
@@ -37,6 +41,7 @@ from ..view import (
     timeline_rows,
     trace_round_views,
 )
+from .tracks import track_frame, video_trace_words
 
 logger = logging.getLogger(__name__)
 
@@ -48,18 +53,25 @@ INSPECT_TEXTS = StoreTexts(what="inspected trace", reopen="upload the trace agai
 
 @dataclass
 class InspectedTrace:
-    """A loaded trace and its views (kept in the Inspect tab's store, under the key its ``gr.State`` holds)."""
+    """A loaded trace and its views (kept in the Inspect tab's store, under the key its ``gr.State`` holds); for a
+    video trace, ``trace`` is its first keyframe's run and ``video`` the whole (``None`` for a photo's)."""
 
     trace: Trace
     rounds: list[InspectedRound]
     urls: ImageUrls
     shown: int = 0  # the round the tab shows now (1-based; 0 before the first), what the round box must say
+    video: Any = None
 
 
 def final_image(trace: Trace) -> Image.Image | None:
     """The numbered overlay of the trace's final masks at most ``ui.run.runner.DISPLAY_SIDE`` px on its longer side
     (what the Run tab shows: ``runner.display_overlay``), or ``None`` when it has none."""
     return display_overlay(trace)
+
+
+def video_status_kind(status: str) -> str:
+    """A video trace's status as a status line's kind (the same words as a photo's)."""
+    return status if status in ("done", "no_mask", "max_rounds", "failed", "cancelled") else "error"
 
 
 def round_number(value: Any) -> int | None:
@@ -108,15 +120,27 @@ class InspectHandlers:
             self.store.drop(previous)
         if not path:
             return None, render_status(StatusLine("idle", INSPECT_EMPTY)), 1, hidden, no_overlay, ""
+        video = None
         try:
             with reading("the uploaded file"):  # any fault while reading it becomes the project's message
-                trace = trace_from_upload(path, self.limits)  # a trace .zip or a bundle .zip, read within bounds
+                if is_video_trace(path):
+                    video = load_video_trace_zip(path, MAX_ZIP_BYTES, self.limits)
+                    if not video.keyframes:
+                        raise TraceFormatError("this video trace holds no keyframe run: nothing to step through")
+                    trace = video.keyframes[0].trace
+                else:
+                    trace = trace_from_upload(path, self.limits)  # a trace .zip or a bundle .zip, read within bounds
                 rounds = trace_round_views(trace)
-            key = self.store.put(InspectedTrace(trace, rounds, ImageUrls()), getattr(request, "session_hash", None))
+            key = self.store.put(InspectedTrace(trace, rounds, ImageUrls(), video=video),
+                                 getattr(request, "session_hash", None))
         except (TraceFormatError, InputError) as error:
             message = sentence(f"Cannot read this trace: {error}")
             self.warn(message)
             return None, render_status(StatusLine("error", message)), 1, hidden, no_overlay, ""
+        if video is not None:
+            line = StatusLine(video_status_kind(video.status), video_trace_words(video))
+            return (key, render_status(line), 1, gr.update(visible=bool(rounds)),
+                    no_overlay, "")
         line = final_status_line(trace)
         text = f"Query: {trace.query!r}. {line.text} VLM: {model_name(trace.settings.get('vlm_model') or trace.settings.get('vlm'))}."
         if trace.edits:
@@ -126,6 +150,27 @@ class InspectHandlers:
         overlay = final_image(trace)
         return (key, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
                 gr.update(value=overlay, visible=overlay is not None), render_final_masks(final_mask_rows(trace.final_masks)))
+
+    def show_tracks(self, key: str | None) -> tuple[Any, Any, Any, Any, Any]:
+        """(tracks group, slider, picture, caption, objects table) once a trace is loaded: shown with frame 0 for a
+        video trace, hidden for a photo's."""
+        state = self.loaded(key)
+        video = state.video if state is not None else None
+        if video is None:
+            return gr.update(visible=False), gr.skip(), None, "", ""
+        image, caption = track_frame(video, 0)
+        count = video.tracks.frame_count
+        slider = gr.update(value=0, minimum=0, maximum=max(1, count - 1), interactive=count > 1)
+        return gr.update(visible=True), slider, image, caption, render_objects(video.tracks)
+
+    def track_frame(self, key: str | None, frame: Any) -> tuple[Any, Any]:
+        """(picture, caption) of the video trace's frame ``frame`` (no change for anything else)."""
+        state = self.loaded(key)
+        video = state.video if state is not None else None
+        number = round_number(frame)
+        if video is None or number is None or not 0 <= number < video.tracks.frame_count:
+            return gr.skip(), gr.skip()
+        return track_frame(video, number)
 
     def show_round(self, key: str | None, number: float | None) -> tuple[Any, Any, Any, Any]:
         """(round view, context panel, timeline, round box) for round ``number`` (1-based) of the loaded trace.

@@ -1,5 +1,6 @@
 """The "Inspect a trace" tab on the page: a trace or bundle .zip upload, its final masks, a timeline of its rounds
-with Previous / Next, the chosen round and the context it sent, wired to ``ui.inspect.handlers.InspectHandlers``.
+with Previous / Next, the chosen round and the context it sent, and for a video trace its tracks scrubber, wired to
+``ui.inspect.handlers.InspectHandlers``.
 
 ``build_inspect_tab`` returns what the page wires to the Correct tab ("Correct this trace").
 """
@@ -47,7 +48,8 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
         state = gr.State(None)
         with gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=300):
-                trace_file = gr.File(label="Trace or bundle .zip (from a run's or the Correct tab's downloads)",
+                trace_file = gr.File(label="Trace, bundle or video trace .zip (from the Run, Correct or Video tab's "
+                                           "downloads)",
                                      file_types=[".zip"], type="filepath", elem_id="trace-file")
                 message = gr.HTML(render_status(StatusLine("idle", INSPECT_EMPTY)), elem_id="inspect-status", js_on_load=LIVE_STATUS_JS)
                 final_image = gr.Image(label="Final masks", format="png", interactive=False,
@@ -62,6 +64,12 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
                         number = gr.Number(1, precision=0, label="Round", elem_id="round-number", min_width=80)
                         following = gr.Button("Next round", elem_id="next-round", size="sm")
                 round_html = gr.HTML(elem_id="inspect-round", js_on_load=VIEW_ZOOM)
+                with gr.Group(visible=False, elem_id="inspect-tracks") as tracks:
+                    track_image = gr.Image(label="Tracks (every frame's objects)", format="jpeg", interactive=False,
+                                           elem_id="inspect-track-frame", height=280)
+                    track_caption = gr.HTML(elem_id="inspect-track-time")
+                    track_slider = gr.Slider(0, 1, value=0, step=1, label="Frame", elem_id="inspect-track-scrubber")
+                    track_table = gr.HTML(elem_id="inspect-objects")
             with gr.Column(scale=3, min_width=260, elem_id="inspect-context-column"):
                 gr.Markdown("## Context sent to the model")
                 context = gr.HTML(render_context(None, ImageUrls(), INSPECT_CONTEXT_PLACEHOLDER),
@@ -72,7 +80,11 @@ def build_inspect_tab(handlers: InspectHandlers) -> InspectTab:
         trace_file.change(
             handlers.load_trace, inputs=[trace_file, state],
             outputs=[state, message, number, navigation, final_image, final_masks], api_visibility="private",
-        ).then(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
+        ).then(handlers.show_round, inputs=[state, number], outputs=shown, **quiet).then(
+            handlers.show_tracks, inputs=[state],
+            outputs=[tracks, track_slider, track_image, track_caption, track_table], **quiet)
+        track_slider.input(handlers.track_frame, inputs=[state, track_slider], outputs=[track_image, track_caption],
+                           trigger_mode="always_last", **quiet)
         number.change(handlers.show_round, inputs=[state, number], outputs=shown, **quiet)
         number.blur(handlers.settle_number, inputs=[state, number], outputs=number, **quiet)
         previous.click(None, inputs=number, outputs=number, js=round_step(-1), **quiet)

@@ -3,9 +3,9 @@
 ``open`` takes an uploaded clip (refused in words, before any frame is decoded, when it is over the caps), ``scrub``
 shows a frame, ``run`` streams a run over the clip (the keyframe's rounds as a photo's, then the tracking with its bar
 and the scrubbed frame redrawn as soon as it is tracked), ``downloads`` writes the result's files after it, ``stop``
-ends a run or re-propagation keeping every frame tracked, ``set_shown`` draws objects on or off; ``fix`` / ``add``
+ends a run or re-propagation keeping every frame tracked, ``show_objects`` draws objects on or off; ``fix`` / ``add``
 hand the scrubbed frame to the Correct tab and ``apply`` brings its mask back and re-propagates; ``remove`` and
-``undo`` edit the objects; ``context`` opens a keyframe round's context; ``unload`` drops a closed tab's clip. Each
+``undo_edit`` edit the objects; ``context`` opens a keyframe round's context; ``unload`` drops a closed tab's clip. Each
 tab's clip state is a ``session.VideoSession`` in a bounded store; the page's ``gr.State`` holds only its key.
 The ``/segment_video`` endpoint is ``api``.
 """
@@ -138,7 +138,7 @@ class VideoHandlers(SharedObject):
         except InputError:
             return gr.skip(), gr.skip()
 
-    def set_shown(self, key: Any, shown: list[int] | None) -> tuple[Any, Any]:
+    def show_objects(self, key: Any, shown: list[int] | None) -> tuple[Any, Any]:
         """(frame picture, objects table) with only the ``shown`` objects drawn on the scrubbed frame."""
         try:
             session = self._session(key)
@@ -438,7 +438,7 @@ class VideoHandlers(SharedObject):
         return self._edit(key, lambda editor: editor.remove(_object_id(object_id)),
                           lambda edit: f"Removed object {edit.object_id} from every frame (Undo brings it back).")
 
-    def undo(self, key: Any) -> VideoOutputs:
+    def undo_edit(self, key: Any) -> VideoOutputs:
         """Take back the latest edit (a fix, an added object, a removal): its masks come back exactly."""
         def undone(edit: Any) -> str:
             if edit is None:

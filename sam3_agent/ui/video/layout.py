@@ -180,7 +180,7 @@ def _wire(handlers: VideoHandlers, settings: AppSettings, tab: VideoTab, clip: g
     # the slider's latest position only: a drag sends many
     tab.slider.input(handlers.scrub, inputs=[state, tab.slider], outputs=[frame, caption], trigger_mode="always_last",
                      concurrency_id="video-scrub", concurrency_limit=4, **quiet)
-    toggles.input(handlers.set_shown, inputs=[state, toggles], outputs=[frame, table], concurrency_id="video-scrub",
+    toggles.input(handlers.show_objects, inputs=[state, toggles], outputs=[frame, table], concurrency_id="video-scrub",
                   concurrency_limit=4, **quiet)
     run.click(handlers.stop_offered, outputs=[tab.stop_button], queue=False, **quiet)
     queued = run.click(handlers.queued, outputs=[tab.status], queue=False, **quiet)
@@ -194,7 +194,7 @@ def _wire(handlers: VideoHandlers, settings: AppSettings, tab: VideoTab, clip: g
                                        **quiet)
     stop_event.then(None, cancels=[run_event])  # a backstop: a run that ignored the stop is cancelled
     stop_event.then(handlers.stop_button, inputs=[state], outputs=[tab.stop_button], queue=False, **quiet)
-    for button, edit in ((remove, handlers.remove), (undo, handlers.undo)):
+    for button, edit in ((remove, handlers.remove), (undo, handlers.undo_edit)):
         inputs = [state, tab.fix_object] if edit == handlers.remove else [state]
         edited = button.click(edit, inputs=inputs, outputs=outputs, concurrency_id="video-edit",
                               concurrency_limit=None, **quiet)
