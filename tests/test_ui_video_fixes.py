@@ -26,7 +26,7 @@ def app(tmp_path):
 
 
 def handed(handlers, key, object_id, frame):
-    """Press "Fix this object" (or "Add an object" for ``None``) on ``frame``; returns (Correct key, the rest)."""
+    """Press "Fix it on this frame" (or "Add an object on this frame" for ``None``) on ``frame``; returns (Correct key, the rest)."""
     video = handlers.video
     outputs = video.fix(key, object_id, frame, None, TAB) if object_id else video.add(key, frame, None, TAB)
     return outputs[0], outputs
@@ -95,8 +95,8 @@ def test_applying_twice_or_after_another_trace_was_opened_there_is_refused(app):
     list(handlers.video.apply(key, correct_key))
     pages = list(handlers.video.apply(key, correct_key))
     assert len(pages) == 1 and all(skipped(v) for v in pages[0])
-    assert messages == ["The Correct tab holds no frame of the clip now: press 'Fix this object' (or 'Add an object') "
-                        "in the Video tab."]
+    assert messages == ["The Correct tab holds no frame of the clip now: press 'Fix it on this frame' (or 'Add an "
+                        "object on this frame') in the Video tab."]
 
 
 def test_an_object_added_on_a_frame_is_tracked_through_the_whole_clip(app):

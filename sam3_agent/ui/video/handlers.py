@@ -320,7 +320,7 @@ class VideoHandlers(SharedObject):
 
     def fix(self, key: Any, object_id: Any, frame: Any, correct_key: Any = None,
             request: gr.Request | None = None) -> list[Any]:
-        """"Fix this object": the scrubbed frame with object ``object_id``'s mask opens in the Correct tab; returns
+        """"Fix it on this frame": the scrubbed frame with object ``object_id``'s mask opens in the Correct tab; returns
         the Correct tab's outputs, then (apply group, its note, this tab's status)."""
         return self._hand_over(key, object_id, frame, correct_key, request, adding=False)
 
@@ -379,8 +379,8 @@ class VideoHandlers(SharedObject):
             session = self._session(key)
             pending = session.pending_fix
             if pending is None or pending.correct_key != correct_key:
-                raise InputError("the Correct tab holds no frame of the clip now: press 'Fix this object' (or 'Add an "
-                                 "object') in the Video tab")
+                raise InputError("the Correct tab holds no frame of the clip now: press 'Fix it on this frame' (or "
+                                 "'Add an object on this frame') in the Video tab")
             corrected = self.correct.session(correct_key)
             masks = corrected_masks(corrected)
             mask = fixed_mask(corrected)

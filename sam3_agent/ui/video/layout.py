@@ -139,15 +139,15 @@ def build_video_tab(handlers: VideoHandlers, settings: AppSettings, ready: bool)
                     table = gr.HTML(elem_id="video-objects")
                     toggles = gr.CheckboxGroup([], label="Objects drawn on the frame (uncheck to hide)",
                                                elem_id="video-objects-shown")
+                    fix_object = gr.Dropdown([], label="Object to fix or remove", elem_id="video-fix-object")
                     with gr.Row(elem_id="video-fix-row"):
-                        fix_object = gr.Dropdown([], label="Object", elem_id="video-fix-object", scale=2,
-                                                 min_width=160)
-                        fix = gr.Button("Fix this object on this frame", elem_id="video-fix-btn", size="sm", scale=2)
-                        add = gr.Button("Add an object on this frame", elem_id="video-add-btn", size="sm", scale=2)
-                    with gr.Row():
-                        remove = gr.Button("Remove this object", variant="stop", elem_id="video-remove-btn",
-                                           size="sm")
-                        undo = gr.Button("Undo the last edit", elem_id="video-undo-btn", size="sm")
+                        fix = gr.Button("Fix it on this frame", elem_id="video-fix-btn", size="sm", min_width=120)
+                        add = gr.Button("Add an object on this frame", elem_id="video-add-btn", size="sm",
+                                        min_width=120)
+                    with gr.Row(elem_id="video-edit-row"):
+                        remove = gr.Button("Remove it", variant="stop", elem_id="video-remove-btn", size="sm",
+                                           min_width=120)
+                        undo = gr.Button("Undo the last edit", elem_id="video-undo-btn", size="sm", min_width=120)
                     downloads = gr.File(label="Downloads: palette PNGs (.zip), YouTube-VIS JSON, video trace (.zip), "
                                               "overlay video", file_count="multiple", interactive=False,
                                         elem_id="video-downloads")
@@ -207,7 +207,7 @@ def _wire(handlers: VideoHandlers, settings: AppSettings, tab: VideoTab, clip: g
 
 def wire_to_correct(handlers: VideoHandlers, settings: AppSettings, tab: VideoTab, apply: ApplyGroup,
                     correct: CorrectView, tabs: gr.Tabs) -> None:
-    """"Fix this object" / "Add an object" open the scrubbed frame in the Correct tab; its "Apply to the video" brings
+    """"Fix it on this frame" / "Add an object on this frame" open the scrubbed frame in the Correct tab; its "Apply to the video" brings
     the mask back, re-propagates it here and brings this tab to the front."""
     quiet = {"api_visibility": "private", "show_progress": "hidden"}
     handed = [*correct.outputs, apply.group, apply.note, tab.status]
