@@ -74,6 +74,7 @@ def test_a_fixed_frame_is_tracked_again_only_as_far_as_the_next_fixed_frame_each
     assert first[-2].selected == "video"  # the Video tab comes to the front
     assert first[-1] == {"__type__": "update", "visible": False}
     assert first[2] == {"__type__": "update", "value": 30}  # the scrubber goes to the fixed frame
+    assert all(skipped(page[7]) and skipped(page[8]) and skipped(page[9]) for page in pages)  # the run's rounds stay
     assert status_words(last[1]) == "Fixed object 1 on frame 30 and tracked again over 38 frame(s)."
     # forward 31..49 and backward 29..11: the keyframe 10 stays the agent's
     assert tracker.calls[-2:] == [(30, (1,), False, 19), (30, (1,), True, 19)]

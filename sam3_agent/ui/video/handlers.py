@@ -43,9 +43,9 @@ from .outputs import (
     Announcer,
     VideoOutputs,
     cleared,
-    live_round,
     opened,
     result,
+    rounds_shown,
     running,
     shown_frame,
     status_only,
@@ -230,8 +230,7 @@ class VideoHandlers(SharedObject):
         session.line = line
         self._measure(session)
         yield result(session, line, progress=render_progress(screen.progress), announce=announce(screen.progress),
-                     live=live_round(screen, page), rounds=page.rounds_html(screen.rounds.rounds),
-                     context=page.context_html(screen.rounds.context))
+                     **rounds_shown(screen, page))
 
     def _measure(self, session: VideoSession) -> None:
         """Let the store count what the session holds now (its result added its masks and the keyframe's photo)."""
@@ -407,7 +406,7 @@ class VideoHandlers(SharedObject):
             return
         session.pending_fix, session.shown_frame = None, pending.frame
         session.changed()
-        screen = VideoScreen(0, "Re-propagating")
+        screen = VideoScreen(0, "Re-propagating", with_rounds=False)
         what = f"object {pending.object_id}" if pending.object_id is not None else \
             f"{len(masks)} new object{'s' if len(masks) != 1 else ''}"
         screen.line = StatusLine("running", f"Fixing {what} on frame {pending.frame}: tracking again from there.")

@@ -37,6 +37,25 @@ logger = logging.getLogger(__name__)
 VIDEO_TAB_ID = "video"
 AGENT_QUEUE = "agent"  # ui.run.layout's: runs of every tab and the API share the models, one request at a time
 EXAMPLE_HEADERS = ("Clip", "Query")
+# After Run (and after "Apply to the video", once this tab is in front again): when the status and progress column is
+# out of sight (a phone stacks it below the inputs), bring it into view, so the tracking is seen without scrolling.
+SHOW_VIDEO_ANSWER = """
+() => {
+  const started = Date.now();
+  const show = () => {
+    const column = document.getElementById('video-answer');
+    if (!column || !column.offsetParent) {  // the tab is not in front yet: Apply brings it there with its first page
+      if (Date.now() - started < 30000) requestAnimationFrame(show);
+      return;
+    }
+    const top = column.getBoundingClientRect().top;
+    if (top < 0 || top > window.innerHeight * 0.6) {
+      window.scrollTo({top: Math.floor(window.scrollY + top), behavior: 'smooth'});
+    }
+  };
+  show();
+}
+"""
 VIDEO_CSS = """
 .video-progress {margin: 4px 0 8px;} .video-bar {height: 12px; border-radius: 6px; background: #e5e7eb;
   overflow: hidden; border: 1px solid #6b7280;}
@@ -46,7 +65,9 @@ VIDEO_CSS = """
 .sr-only {position: absolute !important; width: 1px !important; height: 1px !important; padding: 0 !important;
   margin: -1px !important; overflow: hidden !important; clip: rect(0, 0, 0, 0) !important; white-space: nowrap !important;
   border: 0 !important;}
-table.video-objects {font-size: 13px; width: 100%;} table.video-objects td, table.video-objects th {padding: 2px 6px;}
+table.video-objects {font-size: 13px; width: 100%; table-layout: fixed; overflow-wrap: anywhere;}
+table.video-objects td, table.video-objects th {padding: 2px 4px;} table.video-objects th:nth-child(2) {width: 24%;}
+@media (max-width: 600px) {table.video-objects {font-size: 12px;} table.video-objects td, table.video-objects th {padding: 2px;}}
 table.video-objects tr.object-off td {opacity: 0.75; text-decoration: line-through;}
 .object-swatch {display: inline-block; width: 12px; height: 12px; border-radius: 3px; margin-right: 6px;
   vertical-align: -1px; border: 1px solid #111;}
@@ -182,6 +203,7 @@ def _wire(handlers: VideoHandlers, settings: AppSettings, tab: VideoTab, clip: g
                      concurrency_id="video-scrub", concurrency_limit=4, **quiet)
     toggles.input(handlers.show_objects, inputs=[state, toggles], outputs=[frame, table], concurrency_id="video-scrub",
                   concurrency_limit=4, **quiet)
+    run.click(None, js=SHOW_VIDEO_ANSWER)
     run.click(handlers.stop_offered, outputs=[tab.stop_button], queue=False, **quiet)
     queued = run.click(handlers.queued, outputs=[tab.status], queue=False, **quiet)
     run_event = queued.then(handlers.run, inputs=[state, query, tab.slider, rounds, threshold], outputs=outputs,
@@ -217,6 +239,7 @@ def wire_to_correct(handlers: VideoHandlers, settings: AppSettings, tab: VideoTa
                          **quiet).then(None, js=SHOW_CANVAS_JS)
     # another trace opened in the Correct tab hides "apply to the video" (it is shown only for the frame handed over)
     correct.session.change(handlers.fix_shown, inputs=[tab.state, correct.session], outputs=[apply.group], **quiet)
+    apply.button.click(None, js=SHOW_VIDEO_ANSWER)
     apply.button.click(handlers.stop_offered, outputs=[tab.stop_button], queue=False, **quiet)
     applied = apply.button.click(handlers.apply, inputs=[tab.state, correct.session],
                                  outputs=[*tab.outputs, tabs, apply.group], concurrency_id=AGENT_QUEUE,

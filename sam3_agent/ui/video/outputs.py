@@ -109,13 +109,21 @@ def live_round(screen: VideoScreen, page: RunPage) -> dict[str, Any]:
 def running(screen: VideoScreen, page: RunPage, announce: Announcer, frame: Any = None) -> VideoOutputs:
     """A run or re-propagation going on: the status, the bar, the keyframe's rounds; ``frame``: the scrubbed frame
     redrawn (it was just tracked), else left as it is."""
-    view = screen.rounds
-    return unchanged(
+    page_now = unchanged(
         status=render_status(screen.line), progress=render_progress(screen.progress),
-        announce=announce(screen.progress), live=live_round(screen, page),
-        rounds=page.rounds_html(view.rounds), context=page.context_html(view.context),
-        frame=frame if frame is not None else gr.skip(),
+        announce=announce(screen.progress), frame=frame if frame is not None else gr.skip(),
     )
+    return page_now._replace(**rounds_shown(screen, page))
+
+
+def rounds_shown(screen: VideoScreen, page: RunPage) -> dict[str, Any]:
+    """The keyframe's rounds, live round and context panel for a run; nothing for a re-propagation (the rounds of
+    the run before it stay on the page)."""
+    if not screen.with_rounds:
+        return {}
+    view = screen.rounds
+    return {"live": live_round(screen, page), "rounds": page.rounds_html(view.rounds),
+            "context": page.context_html(view.context)}
 
 
 def result(session: VideoSession, line: StatusLine, **values: Any) -> VideoOutputs:

@@ -61,6 +61,8 @@ class VideoScreen:
     Args:
         max_rounds: the keyframe run's round budget.
         what: how the progress bar names the work (``"Tracking"``, ``"Re-propagating"``).
+        with_rounds: a run (the keyframe's rounds are shown); False for a re-propagation, which leaves the rounds of
+            the run before it on the page.
 
     Attributes:
         rounds: the keyframe run's screen (``RunView``); ``contexts``: its context panel per round.
@@ -70,8 +72,9 @@ class VideoScreen:
         line: the status line now.
     """
 
-    def __init__(self, max_rounds: int, what: str = "Tracking") -> None:
+    def __init__(self, max_rounds: int, what: str = "Tracking", with_rounds: bool = True) -> None:
         self.rounds = RunView(max_rounds)
+        self.with_rounds = with_rounds
         self.what = what
         self.contexts: dict[int, ContextPanel] = {}
         self.progress: Progress | None = None

@@ -46,5 +46,5 @@ def render_objects(tracks: Tracks | None, hidden: frozenset[int] = frozenset()) 
             f"<td>{row.mean_score:.3f}</td><td>{escape(_frames(row.fixed_frames))}</td></tr>"
         )
     return ('<table class="video-objects"><thead><tr><th>object</th><th>label</th><th>first frame</th>'
-            '<th>last frame</th><th>frames present</th><th>mean score</th><th>fixed on</th></tr></thead>'
+            '<th>last frame</th><th>frames present</th><th>mean score</th><th>fixed on frames</th></tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>")
