@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 from tracker_reference import PROMPTS, as_tuples, assert_same, transformers_recipe
-from video_frames import clip_frames
+from video_frames import clip_frames, one_torch_thread  # noqa: F401 (a fixture)
 
 from sam3_agent import presets
 from sam3_agent.errors import BackendError, InputError
@@ -17,6 +17,8 @@ from sam3_agent.tiny.tracker_video import TRACKER_MARKER_FILE, build_tiny_sam3_t
 
 FRAMES = 40
 PROMPT_FRAME = 10
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 from tracker_reference import PROMPTS
-from video_frames import clip_frames
+from video_frames import clip_frames, one_torch_thread  # noqa: F401 (a fixture)
 
 from sam3_agent.models import gpu_calls, zerogpu
 from sam3_agent.models.gpu_calls import GpuVideoTracker, chunk_frames, tracking_seconds
@@ -19,6 +19,8 @@ from sam3_agent.tiny.tracker_video import build_tiny_sam3_tracker_video
 FRAMES = 40
 PER_FRAME = gpu_calls.SAM3_TRACK_FRAME_SECONDS + gpu_calls.SAM3_TRACK_OBJECT_SECONDS  # two objects
 SEVEN_FRAMES = gpu_calls.CALL_START_SECONDS + 7 * PER_FRAME + 0.01  # a call bound that fits 7 frames of 2 objects
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

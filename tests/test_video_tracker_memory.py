@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 from tracker_reference import PROMPTS, as_tuples, assert_same, transformers_recipe
-from video_frames import clip_frames
+from video_frames import clip_frames, one_torch_thread  # noqa: F401 (a fixture)
 
 from sam3_agent.sam import video_tracker
 from sam3_agent.sam.video_memory import COND, NON_COND, MemoryWindow, memory_window
@@ -15,6 +15,8 @@ from sam3_agent.sam.video_tracker import Sam3VideoTracker
 from sam3_agent.tiny.tracker_video import build_tiny_sam3_tracker_video
 
 FRAMES = 40
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

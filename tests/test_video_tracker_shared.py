@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from tracker_reference import PROMPTS
-from video_frames import clip_frames
+from video_frames import clip_frames, one_torch_thread  # noqa: F401 (a fixture)
 
 from sam3_agent.sam.segmenter import Sam3Segmenter
 from sam3_agent.sam.video_tracker import Sam3VideoTracker
@@ -20,6 +20,8 @@ from sam3_agent.tiny.tracker_video import build_tiny_sam3_tracker_video
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYFRAME, TRACKED = 4, 12
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
