@@ -29,10 +29,6 @@ from .flags import agent_config, backend_settings, with_planned_batch
 from .run import EventPrinter, tiny_preset_note
 from .signals import signals_deferred
 
-TRACE_NAME = "video_trace.json"
-PNG_DIR = "masks"
-YTVIS_FILE = "tracks_ytvis.json"
-OVERLAY_FILE = "overlay.mp4"
 
 
 def add_video_command(commands: Any) -> None:
@@ -238,30 +234,13 @@ def _ids(ids: tuple[int, ...]) -> str:
     return ", ".join(str(i) for i in ids) or "none"
 
 
-def write_video_outputs(trace: Any, clip: Any, out: Path, overlay_video: bool = True) -> list[Path]:
-    """Write the trace, the palette PNGs, the YouTube-VIS JSON and (with ``overlay_video`` and the clip) the overlay
-    video into ``out``; returns what was written.
-
-    Raises:
-        TraceSaveError / OSError: a file could not be written.
-    """
-    from ..video.export import write_overlay_video, write_palette_pngs, write_ytvis
-    from ..video.saved import save_video_trace
-
-    written = [save_video_trace(trace, out)]
-    write_palette_pngs(trace.tracks, out / PNG_DIR)
-    written.append(out / PNG_DIR)
-    written.append(write_ytvis(trace, out / YTVIS_FILE))
-    if overlay_video and clip is not None:
-        written.append(write_overlay_video(trace, clip, out / OVERLAY_FILE))
-    return written
-
-
 def finish_video(trace: Any, clip: Any, out: Path, overlay_video: bool, stdout: TextIO, stderr: TextIO) -> int:
     """Write a finished (or stopped) video run's outputs and return its exit status (``EXIT_SAVE`` when a write
     failed)."""
     tracked = int(trace.timings.get("frames_tracked", 0))
     outcome = f"{trace.status}, {len(trace.tracks.objects)} object(s), {tracked} frame(s) tracked"
+    from ..video.outputs import write_video_outputs
+
     try:
         written = write_video_outputs(trace, clip, out, overlay_video)
     except (OSError, InputError) as error:
