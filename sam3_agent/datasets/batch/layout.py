@@ -22,7 +22,6 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import Any
 
 from ...errors import InputError

@@ -41,7 +41,7 @@ from .items import BatchItem, Item, VideoItem
 from .layout import BatchLayout
 from .outputs import write_dataset_files
 from .records import ANSWERED, STOP_REASON, ItemRecord
-from .video_runner import VideoOptions, run_video_item
+from .video_runner import DEFAULT_VIDEO_OPTIONS, VideoOptions, run_video_item
 
 __all__ = ["STOP_REASON", "BatchProgress", "BatchResult", "VideoOptions", "execute_item", "run_batch", "run_item"]
 
@@ -200,7 +200,7 @@ def run_item(
     stop: threading.Event,
     max_image_pixels: int = MAX_PIXELS,
     started_runs: dict[str, AgentRun] | None = None,
-    video: VideoOptions = VideoOptions(),
+    video: VideoOptions = DEFAULT_VIDEO_OPTIONS,
 ) -> ItemRecord:
     """Run one item (``execute_item``; a video item: ``video_runner.run_video_item`` with ``video``) and write its
     trace and record; returns the record.
@@ -284,7 +284,7 @@ def run_batch(
     concurrency: int = 1,
     max_image_pixels: int = MAX_PIXELS,
     progress: TextIO | None = None,
-    video: VideoOptions = VideoOptions(),
+    video: VideoOptions = DEFAULT_VIDEO_OPTIONS,
 ) -> BatchResult:
     """Run every unfinished item, ``concurrency`` at a time, then write the dataset-level files.
 

@@ -45,8 +45,11 @@ class VideoOptions:
     overlay_video: bool = False
 
 
+DEFAULT_VIDEO_OPTIONS = VideoOptions()
+
+
 def execute_video_item(item: VideoItem, clip: Clip, agents: AgentSource, *, stop: threading.Event,
-                       options: VideoOptions = VideoOptions(),
+                       options: VideoOptions = DEFAULT_VIDEO_OPTIONS,
                        started_runs: dict[str, Any] | None = None) -> tuple[VideoTrace | None, str | None]:
     """Run one video item over its open ``clip`` to its end (nothing is written).
 
@@ -100,7 +103,7 @@ def _execute(item: VideoItem, clip: Clip, agents: AgentSource, stop: threading.E
 
 
 def run_video_item(item: VideoItem, layout: BatchLayout, agents: AgentSource, *, stop: threading.Event,
-                   options: VideoOptions = VideoOptions(), started_runs: dict[str, Any] | None = None) -> ItemRecord:
+                   options: VideoOptions = DEFAULT_VIDEO_OPTIONS, started_runs: dict[str, Any] | None = None) -> ItemRecord:
     """Open the item's clip, run it (``execute_video_item``) and write its files and record; returns the record. A
     clip that cannot be opened now (moved, changed past a cap since the items were read) fails the item alone.
 
