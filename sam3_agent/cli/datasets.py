@@ -5,11 +5,12 @@ files with ``--query`` (``items``); every clip is opened within its caps before 
 writes the batch layout (``layout``) with a progress bar; a rerun skips finished items, and loads no model when every
 item is finished. A clip runs as ``video`` runs it (``video_runner``; ``--newcomers``, ``--overlay-video``).
 
-``eval --dataset PATH --format reasonseg|refcoco|jsonl --out DIR [--protocol NAME]``: reads the benchmark's ground
+``eval --dataset PATH --format reasonseg|refcoco|jsonl|revos --out DIR [--protocol NAME]``: reads the benchmark's ground
 truth, keeps the samples the protocol scores (``scoring.protocols``: by default the published one, e.g. the first
 query of each ReasonSeg image), runs them as a batch into DIR (resumable the same way), scores them and writes the
 report into DIR/eval (``report``); prints the protocol, split and sample counts, the published numbers beside this
-run's, and the headline metrics.
+run's, and the headline metrics. ``--format revos`` runs each expression as a video item and scores J&F
+(``eval_video``).
 
 Exit status: 0 every item finished (an answer, "no mask" or an exhausted round budget); 3 some items failed
 (their reasons are in summary.json; a rerun retries them) or a backend could not be loaded; 2 bad input or an
@@ -30,8 +31,10 @@ from ..errors import EXIT_BACKEND, EXIT_INPUT, EXIT_OK, EXIT_STOPPED
 from ..limits import MAX_QUERY_CHARS
 
 DATASET_COMMANDS = ("batch", "eval")
-FORMATS = ("reasonseg", "refcoco", "jsonl")
-PROTOCOL_NAMES = ("reasonseg-lisa", "refcoco", "all-queries")  # scoring.protocols.PROTOCOLS (a test keeps them one)
+FORMATS = ("reasonseg", "refcoco", "jsonl", "revos")
+IMAGE_PROTOCOL_NAMES = ("reasonseg-lisa", "refcoco", "all-queries")  # scoring.protocols.PROTOCOLS
+VIDEO_PROTOCOL_NAMES = ("revos-visa", "all-expressions")  # scoring.video_evaluate.PROTOCOLS (a test keeps them one)
+PROTOCOL_NAMES = IMAGE_PROTOCOL_NAMES + VIDEO_PROTOCOL_NAMES
 REASONSEG_SPLITS = ("train", "val", "test")  # ReasonSeg's split folders
 DEFAULT_WORST = 8
 
@@ -69,19 +72,23 @@ def add_dataset_commands(commands: Any) -> None:
                                        "characters, as every item's)")
     batch.add_argument("--out", required=True, help="output folder; a rerun into it skips finished items")
     _add_backend_arguments(batch)
-    evaluate = commands.add_parser("eval", help="evaluate on a segmentation benchmark (gIoU, cIoU, precision...)")
+    evaluate = commands.add_parser("eval", help="evaluate on a segmentation benchmark (gIoU, cIoU, precision...; "
+                                                "J&F on a video benchmark)")
     evaluate.add_argument("--dataset", required=True,
                           help="reasonseg: a split folder (NAME.json + NAME.jpg); refcoco: a dataset folder "
-                               "(refs(*).p + instances.json); jsonl: a JSONL file with RLE ground truth")
+                               "(refs(*).p + instances.json); jsonl: a JSONL file with RLE ground truth; revos: the "
+                               "ReVOS folder (JPEGImages/, mask_dict.json, meta_expressions_<split>_.json)")
     evaluate.add_argument("--format", required=True, choices=FORMATS, help="the dataset's format")
     evaluate.add_argument("--out", required=True, help="output folder: the batch, and the report in OUT/eval")
     evaluate.add_argument("--protocol", choices=PROTOCOL_NAMES,
                           help="which samples are scored: reasonseg-lisa (ReasonSeg's default: the first query of "
                                "each image, as LISA and the SAM 3 paper score it), refcoco (RefCOCO's default: every "
-                               "sentence, cIoU), all-queries (every query; not comparable with published numbers)")
+                               "sentence, cIoU), all-queries (every query; not comparable with published numbers); "
+                               "revos: revos-visa (default: VISA's tools/eval_revos.py, referring and reasoning "
+                               "averaged apart) or all-expressions (MeViS's arithmetic)")
     evaluate.add_argument("--split", help="refcoco: which split to evaluate (default val); reasonseg: the split's "
                                           "name for the report (default: the folder's name when it is train, val "
-                                          "or test)")
+                                          "or test); revos: valid (default), train or train_sub")
     evaluate.add_argument("--split-by", help="refcoco: which refs(SPLIT_BY).p (needed when there are several)")
     evaluate.add_argument("--images", help="folder of the images: refcoco: COCO train2014 (default "
                                            "../images/mscoco/images/train2014 beside the dataset folder); reasonseg: "
@@ -284,6 +291,10 @@ def eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
     from ..datasets.scoring.report import format_metrics, write_report
     from ..errors import InputError
 
+    if args.format == "revos":
+        from .eval_video import video_eval_command
+
+        return video_eval_command(args, stdout, stderr)
     try:
         samples, protocol = read_samples(args)
         if args.worst < 0:

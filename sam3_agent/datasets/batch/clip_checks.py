@@ -55,18 +55,30 @@ def check_clip(item: VideoItem, caps: ClipCaps = DEFAULT_CLIP_CAPS) -> CheckedCl
 
 
 def check_clips(items: Sequence[Item], caps: ClipCaps = DEFAULT_CLIP_CAPS) -> dict[str, CheckedClip]:
-    """``check_clip`` for every video item of ``items``; returns what each found, by item id.
+    """``check_clip`` for every video item of ``items`` (a clip several items share is opened once); returns what
+    each found, by item id.
 
     Raises:
         InputError: one message naming every video item refused (its id, path and reason), nothing run.
     """
     checked: dict[str, CheckedClip] = {}
     problems: list[str] = []
+    opened: dict[str, ClipInfo | InputError] = {}  # path -> what opening it gave: items often share a clip
     for item in items:
         if not isinstance(item, VideoItem):
             continue
+        path = str(item.video)
+        if path not in opened:
+            try:
+                with open_clip(item.video, caps) as clip:
+                    opened[path] = clip.info
+            except InputError as error:
+                opened[path] = error
         try:
-            checked[item.id] = check_clip(item, caps)
+            info = opened[path]
+            if isinstance(info, InputError):
+                raise info
+            checked[item.id] = CheckedClip(info, keyframe_of(item, info))
         except InputError as error:
             problems.append(f"item {item.id!r} ({item.video_ref}): {error}")
     if len(problems) == 1:
