@@ -8,6 +8,7 @@ import json
 import av
 import numpy as np
 import pytest
+import torch
 from dataset_fixtures import ASSETS
 from pycocotools import mask as coco_mask
 from revos_layout import write_revos
@@ -94,7 +95,12 @@ def test_a_video_item_on_a_local_ray_gives_the_local_result(tmp_path):
     local = BatchLayout(tmp_path / "local", items)
     local.prepare()
     agents = BatchAgents.load(settings, config, video=True)
-    run_batch(items, local, agents)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a Ray worker given one CPU (OMP_NUM_THREADS=1): the same sums in the same order
+    try:
+        run_batch(items, local, agents)
+    finally:
+        torch.set_num_threads(threads)
     ray_layout = BatchLayout(tmp_path / "ray", items)
     result = run_batch_on_ray(items, ray_layout, settings, config, workers=1, init_options={"num_cpus": 2},
                               video=VideoOptions(overlay_video=True))
