@@ -23,6 +23,7 @@ from sam3_agent.datasets.batch.records import STOP_REASON
 from sam3_agent.datasets.batch.runner import run_batch
 from sam3_agent.datasets.batch.video_runner import VideoOptions
 from sam3_agent.datasets.review.queue import VIDEO_NOT_REVIEWED, ReviewQueue
+from sam3_agent.video.run import VideoConfig
 from sam3_agent.video.saved import load_video_trace
 
 CLIP = ASSETS / "bigbuckbunny.mp4"  # 50 frames, 480 x 270
@@ -109,6 +110,18 @@ def test_records_and_the_manifest_say_kind_objects_and_frames_tracked(items, tmp
         {"done": 2, "no_mask": 1}, {"image": 1, "video": 2}, 49)
     coco = json.loads((tmp_path / "out/coco.json").read_text())
     assert [i["file_name"] for i in coco["images"]] == [str(ASSETS / "coffee.jpg")]  # photos only
+
+
+def test_the_newcomer_mode_passes_through_to_every_clip(items, tmp_path):
+    known = agents()
+    known.tracker = ShiftTracker(dx=0)  # the bunny stays where the detector finds it: never a newcomer
+    options = VideoOptions(config=VideoConfig(newcomers=True, detect_every=5, max_newcomer_checks=3))
+    batch(items[:1], tmp_path / "out", known, video=options)
+    trace = load_video_trace(tmp_path / "out/items/bunny")
+    assert (trace.settings["newcomers"], trace.settings["detect_every"], trace.settings["max_newcomer_checks"]) == (
+        True, 5, 3)
+    # the keyframe run's phrase once, then the detector on the tracked frames 0, 5, 15, ..., 45 (10 is the keyframe)
+    assert known.segmenter.calls == ["bunny"] * 10 and trace.checks == []  # its one candidate is the bunny itself
 
 
 def test_the_overlay_video_is_written_only_when_asked(items, tmp_path):
