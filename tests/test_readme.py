@@ -59,6 +59,8 @@ SKIPPED = {
                                                                    "test_datasets_formats.py reads the fixture",
     "python -m sam3_agent eval --format jsonl --dataset my_gt.jsonl": "the user's own ground truth; tests/"
                                                                       "test_datasets_formats.py reads the fixture",
+    "python -m sam3_agent eval --format revos --dataset ReVOS ": "the downloaded ReVOS dataset; the fixture example "
+                                                                 "below runs offline",
 }
 
 # Offline stand-ins: (pattern, replacement, why). The real models are gated and about 20 GB; the tiny preset runs

@@ -1,7 +1,9 @@
 """The command line's model and agent flags, shared by ``run``, ``batch`` and ``eval`` (one definition, one reading).
 
 ``add_model_arguments`` declares them on a subcommand's parser; ``backend_settings`` and ``agent_config`` turn the
-parsed values into ``presets.BackendSettings`` and ``agent.AgentConfig``. Only light modules are imported at the top
+parsed values into ``presets.BackendSettings`` and ``agent.AgentConfig``. ``add_video_arguments`` declares the video
+options of ``video``, ``batch`` and ``eval`` (the newcomer mode, clip caps), ``video_config`` and ``clip_caps`` read
+them. Only light modules are imported at the top
 (defaults come from ``limits`` and ``vlm.timeouts``), so ``--help`` loads no model library: ``presets`` (torch) is
 imported when settings are built.
 """
@@ -161,3 +163,47 @@ def with_planned_batch(config: AgentConfig, args: argparse.Namespace,
     if args.verify_batch_size is not None:
         return config
     return dataclasses.replace(config, verify_batch_size=agent_config(args, backend_record).verify_batch_size)
+
+
+def add_video_arguments(parser: Any) -> None:
+    """Declare the video options (newcomer mode, clip caps) on ``parser`` (a parser or an argument group): the
+    ``video`` command's, and a batch's for its video items."""
+    add = parser.add_argument
+    add("--newcomers", action="store_true",
+        help="also add objects that appear elsewhere in the clip: SAM 3's detector runs with the final phrase on the "
+             "frames and the verifier checks each new candidate (costs a detector call per frame and a VLM call per "
+             "candidate)")
+    add("--detect-every", type=int, default=1, metavar="N",
+        help="with --newcomers, run the detector on every N-th frame (default 1)")
+    add("--max-newcomer-checks", type=int, default=None, metavar="N",
+        help="with --newcomers, most verifier checks of new candidates (default 10)")
+    add("--max-frames", type=int, default=None, metavar="N", help="refuse clips with more frames (default 3,000)")
+    add("--max-seconds", type=float, default=None, metavar="S", help="refuse clips longer than this (default 600 s)")
+
+
+def video_config(args: argparse.Namespace) -> Any:
+    """The ``video.run.VideoConfig`` of the video flags.
+
+    Raises:
+        InputError: a count below 1 (the message names it).
+    """
+    from ..video.run import VideoConfig
+
+    extra = {} if args.max_newcomer_checks is None else {"max_newcomer_checks": args.max_newcomer_checks}
+    return VideoConfig(newcomers=args.newcomers, detect_every=args.detect_every, **extra)
+
+
+def clip_caps(args: argparse.Namespace) -> Any:
+    """The ``video.clip_caps.ClipCaps`` of the video flags (pixels per frame: ``--max-image-pixels``).
+
+    Raises:
+        InputError: a cap that is not a positive number.
+    """
+    from ..video.clip_caps import DEFAULT_CLIP_CAPS, ClipCaps
+
+    return ClipCaps(
+        max_frames=args.max_frames if args.max_frames is not None else DEFAULT_CLIP_CAPS.max_frames,
+        max_seconds=args.max_seconds if args.max_seconds is not None else DEFAULT_CLIP_CAPS.max_seconds,
+        max_pixels=args.max_image_pixels,
+        max_file_bytes=DEFAULT_CLIP_CAPS.max_file_bytes,
+    )
