@@ -65,14 +65,19 @@ def test_frames_are_pulled_one_at_a_time(tracker, frames):
     assert pulled[-1] == PROMPT_FRAME + 2
 
 
-def test_a_stop_returns_after_the_frame_in_progress(tracker, frames):
-    stop = threading.Event()
-    tracked = []
-    for item in tracker.track(((i, frames[i]) for i in range(FRAMES)), {1: PROMPTS[3]}, num_frames=FRAMES, stop=stop):
+def test_a_stop_returns_after_the_frame_in_progress_without_pulling_another(tracker, frames):
+    stop, pulled, tracked = threading.Event(), [], []
+
+    def source():
+        for index in range(FRAMES):
+            pulled.append(index)
+            yield index, frames[index]
+
+    for item in tracker.track(source(), {1: PROMPTS[3]}, num_frames=FRAMES, stop=stop):
         tracked.append(item.frame_index)
         if len(tracked) == 3:
             stop.set()
-    assert tracked == [1, 2, 3]
+    assert tracked == [1, 2, 3] and pulled == [0, 1, 2, 3]
 
 
 def test_the_last_frame_of_the_clip_as_prompt_frame_tracks_nothing_further(tracker, frames):

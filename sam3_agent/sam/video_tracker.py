@@ -198,6 +198,8 @@ class Sam3VideoTracker(SharedObject):
             InputError: no frames, bad prompts, a frame out of order, out of the clip or of another size.
             BackendError: out of memory while running the model.
         """
+        if stop is not None and stop.is_set():
+            return
         items = iter(frames)
         first = next(items, None)
         if first is None:
@@ -244,8 +246,10 @@ class Sam3VideoTracker(SharedObject):
         state.move_to(self.device)
         session = self._session(state)
         window = memory_window(self._model.config, state.num_frames)
-        for item in frames:
-            if stop is not None and stop.is_set():
+        items = iter(frames)
+        while stop is None or not stop.is_set():  # checked before the next frame is pulled (decoded)
+            item = next(items, None)
+            if item is None:
                 return
             index, image = _checked_frame(item, state.num_frames, state)
 
