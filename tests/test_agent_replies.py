@@ -58,7 +58,7 @@ def test_hedged_verdict_twice_falls_back_to_keeping_the_mask_and_says_so(segment
     )
     trace = run_all(agent, astronaut)
     verdicts = trace.rounds[1].result.verdicts
-    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "fallback"), ("reject", "model")]
+    assert [(v.verdict, v.source) for v in verdicts] == [("unconfirmed", "fallback"), ("reject", "model")]
     assert np.array_equal(trace.final_masks.masks, CHILD_1[None])
 
 
@@ -132,7 +132,7 @@ def test_failed_verification_of_one_mask_is_an_error_verdict_and_the_run_goes_on
     assert trace.status == "done"
     verdicts = trace.rounds[1].result.verdicts
     assert [(v.mask_number, v.verdict, v.source) for v in verdicts] == [
-        (1, "reject", "model"), (2, "accept", "error"), (3, "reject", "model")]
+        (1, "reject", "model"), (2, "unconfirmed", "error"), (3, "reject", "model")]
     assert verdicts[1].error == "the VLM server answered HTTP 500: image too small" and verdicts[1].outputs == ()
     reply = trace.messages[trace.rounds[1].reply_index]
     assert reply.text.endswith(agent.prompts.format("examine_unchecked", numbers="1"))
@@ -172,7 +172,7 @@ def test_failed_batch_is_verified_again_one_by_one_to_find_the_failing_mask(segm
     trace = run_all(agent, astronaut, "the astronaut")
     verdicts = trace.rounds[1].result.verdicts
     assert verifier.batches == 1 and len(verifier.requests) == 3
-    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "model"), ("accept", "model"), ("accept", "error")]
+    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "model"), ("accept", "model"), ("unconfirmed", "error")]
     assert trace.status == "no_mask"
 
 
@@ -227,7 +227,7 @@ def error_verdict_event():
     from sam3_agent.types import MaskVerdict
 
     view = ImagePart(Image.new("RGB", (4, 4)), "round2_mask1_view")
-    error = MaskVerdict(1, "accept", "error", (), view, view, None, 0.5, error="server answered HTTP 500")
+    error = MaskVerdict(1, "unconfirmed", "error", (), view, view, None, 0.5, error="server answered HTTP 500")
     return MaskVerdictReady(2, error, 3)
 
 
@@ -238,11 +238,12 @@ def test_cli_prints_why_a_mask_was_kept_unchecked():
 
     out = io.StringIO()
     EventPrinter(out)(error_verdict_event())
-    assert out.getvalue() == "    mask 1/3: accept (check failed: server answered HTTP 500; kept)\n"
+    assert out.getvalue() == "    mask 1/3: not confirmed (check failed: server answered HTTP 500; kept)\n"
 
 
 def test_app_card_of_an_error_verdict_is_marked_kept_and_shows_the_failure():
     from sam3_agent.ui.view import verdict_card
 
     card = verdict_card(error_verdict_event().verdict, 3)
-    assert (card.verdict, card.fallback, card.reasoning) == ("accept", True, "server answered HTTP 500")
+    assert (card.verdict, card.fallback, card.failed, card.reasoning) == (
+        "unconfirmed", True, True, "server answered HTTP 500")

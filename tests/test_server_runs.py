@@ -129,7 +129,7 @@ def test_a_server_allowing_two_images_fails_each_verification_and_the_run_says_s
     server.answer(vllm_with_image_limit(server, 2))
     trace = run(server, astronaut, segmenter)
     verdicts = trace.rounds[1].result.verdicts
-    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "error"), ("accept", "error")]
+    assert [(v.verdict, v.source) for v in verdicts] == [("unconfirmed", "error"), ("unconfirmed", "error")]
     assert "At most 2 image(s) may be provided in one prompt." in verdicts[0].error
     reply = trace.messages[trace.rounds[1].reply_index].text
     assert reply.endswith(PROMPTS.format("examine_unchecked", numbers="1, 2"))

@@ -46,7 +46,8 @@ def test_context_reasons_verdict_errors_and_decoding_settings_round_trip(full_tr
     import dataclasses
 
     examined = full_trace.rounds[3]
-    failed = dataclasses.replace(examined.result.verdicts[0], source="error", error="the verifier timed out")
+    failed = dataclasses.replace(examined.result.verdicts[0], verdict="unconfirmed", source="error",
+                                 error="the verifier timed out")
     result = dataclasses.replace(examined.result, verdicts=(failed, *examined.result.verdicts[1:]))
     full_trace.rounds[3] = dataclasses.replace(examined, result=result)
     full_trace.settings["decoding"] = {"main": {"greedy": True, "seed": 3, "max_new_tokens": 64}}

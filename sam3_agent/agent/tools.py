@@ -330,7 +330,7 @@ class Tools:
             bounds=self.verify_bounds,
         )
         by_number = {v.mask_number: v for v in verdicts}
-        kept = [n for n in range(1, len(masks) + 1) if n not in by_number or by_number[n].verdict == "accept"]
+        kept = [n for n in range(1, len(masks) + 1) if n not in by_number or by_number[n].kept]
         survivors = masks.subset([n - 1 for n in kept])
         state.masks = survivors
         if not kept:
@@ -352,8 +352,9 @@ class Tools:
         """The reply text and the summary of an examine round that kept ``kept`` (in their new order; ``None``: a
         mask not among the ``named`` ones, so not examined).
 
-        The masks kept without a clear Accept (not named; check failed: ``source="error"``; no clear verdict even
-        after the retry: ``"fallback"``) are named, by their new numbers, with why, in both."""
+        The masks kept without a clear Accept (not named; kept not confirmed, verdict ``"unconfirmed"``: check failed,
+        ``source="error"``; no clear verdict even after the retry, ``"fallback"``) are named, by their new numbers,
+        with why, in both."""
         new_numbers = {
             source: [new for new, v in enumerate(kept, start=1) if (v.source if v is not None else None) == source]
             for source in (None, "error", "fallback")
@@ -376,7 +377,7 @@ class Tools:
                 lines.append(self.prompts.format(key, numbers=numbers))
                 why.append(f"{numbers} ({reason})")
         if why:
-            summary += "; kept unchecked (new numbers): " + "; ".join(why)
+            summary += "; kept, not confirmed (new numbers): " + "; ".join(why)
         return "\n".join(lines), summary
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from ...mask_set import to_coco_results
 from ...types import Trace
+from ...verification import final_mask_checks
 from .items import BatchItem
 
 RECORD_FILE = "item.json"
@@ -79,7 +80,7 @@ def mistake_counts(trace: Trace) -> dict[str, int]:
 def record_from_trace(item: BatchItem, trace: Trace, seconds: float, trace_file: str) -> ItemRecord:
     """The record of an item whose run produced ``trace`` (any status)."""
     final = trace.final_masks
-    masks = to_coco_results(final) if final is not None and len(final) else []
+    masks = to_coco_results(final, checks=final_mask_checks(trace)) if final is not None and len(final) else []
     width, height = trace.image.size
     return ItemRecord(
         id=item.id, image=item.image_ref, query=item.query, status=trace.status,
