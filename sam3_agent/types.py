@@ -35,8 +35,9 @@ class ContextRecord:
         dropped: indices of messages left out by the context policy.
         images_as_text: indices of kept messages whose images were replaced by a text placeholder.
         note: the injected note about already-tried phrases (added to message 1), or ``None``.
-        image_count: number of images in the request (at most ``limits.MAX_MAIN_IMAGES`` by construction: the
-            photo, the latest overlay and, for a dense set, its four tiles).
+        image_count: number of images in the request: at most ``limits.MAX_MAIN_IMAGES`` (the photo and the latest
+            overlay; ``limits.MAX_MAIN_IMAGES_WITH_TILES`` with the opt-in tiles), checked where it is built
+            (``agent.context``).
         reasons: why each message of ``dropped`` and ``images_as_text`` is there, as (message index, reason
             key) pairs in index order; the keys are ``agent.context.REASONS`` (the policy states them, the UI
             words them). ``None`` when not recorded (traces saved before the field existed).

@@ -29,7 +29,7 @@ from sam3_agent.ui.view import (
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 MASKS_GONE_TEXT = ("its overlay shows masks that no longer exist: only the raw image and the current masks' overlay are "
-                   "sent (with the overlay's tiles, for a dense set)")
+                   "sent (with the overlay's tiles, for a dense set, when they are switched on)")
 
 SEGMENTER = {
     "person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9), ((350, 300, 450, 500), 0.6)],

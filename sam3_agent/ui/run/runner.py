@@ -213,7 +213,8 @@ class AgentFactory(SharedObject):
         vlm, verifier = self._vlms(backends)
         batch = int(backends.settings.get("verify_batch_size") or DEFAULT_VERIFY_BATCH_SIZE)  # the GPU memory plan's
         config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold), verify_batch_size=batch,
-                             tool_format=self.settings.tool_format)  # type: ignore[arg-type]
+                             tool_format=self.settings.tool_format,  # type: ignore[arg-type]
+                             dense_tiles=self.settings.dense_tiles)
         return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
 
 
