@@ -236,3 +236,22 @@ def test_every_kept_image_of_a_long_dense_run_is_within_the_cap():
     trace = _run(vlm, verifier=verifier)
     assert trace.status == "done"
     assert max(main_images(vlm.requests)) == 2 and np.all(np.array([r.context.image_count for r in trace.rounds]) <= 2)
+
+
+# ---------------------------------------------------------------- what the cap costs and keeps (the benchmark's table)
+
+
+def test_the_benchmark_prints_a_dense_requests_tokens_and_legibility_both_ways(capsys):
+    from sam3_agent.bench.labels import main, measure_request
+
+    main(["--photos", "rocket.jpg", "--counts", "200", "--request-counts", "20", "100", "200"])
+    table = capsys.readouterr().out.split("main request of the round")[1].splitlines()
+    rows = [line.split() for line in table if line.startswith("rocket.jpg")]
+    # photo 260 tokens + overlay: at the photo's size 260, at the budget (1226 x 818) 950; the tiles 4 x 260 more
+    assert [r[1:8] for r in rows] == [["20", "no", "|", "2", "520", "100.0%", "21.0"],
+                                      ["100", "yes", "|", "2", "1210", "100.0%", "32.0"],
+                                      ["200", "yes", "|", "2", "1210", "100.0%", "21.0"]]
+    assert [r[9:11] for r in rows] == [["2", "520"], ["6", "1560"], ["6", "1560"]]
+    dense = measure_request("rocket.jpg", 200)
+    assert dense["default_digits_px"] > dense["tiles_tiles_digits_px"] > dense["tiles_digits_px"]  # 21 > 19 > 12 px
+    assert "worst legible share, default vs --dense-tiles" in table[-1]
