@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{row['photo']:<14}{row['size']:>9}{row['seen']:>10}{row['masks']:>6}{row['digits_px']:>10.1f}"
                   f"{row['legible']:>9.1%}{row['beside']:>7}{row['seconds']:>7.2f}")
     print("worst legible share: " + ", ".join(f"{count} masks {share:.1%}" for count, share in worst.items()))
-    print(f"\ntiles (the agent shows them when the overlay is crowded; tokens: Qwen3-VL, overlay vs the "
+    print(f"\ntiles (with --dense-tiles the agent shows them when the overlay is crowded; tokens: Qwen3-VL, overlay vs the "
           f"{len(TILE_PLACES)} tiles)")
     print(f"{'photo':<14}{'masks':>6}{'shown':>6}{'tile':>9}{'digits px':>10}{'legible':>9}{'numbered':>9}"
           f"{'tokens':>13}")
