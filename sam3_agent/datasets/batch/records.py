@@ -18,6 +18,8 @@ Layout (JSON object)::
     masks       the final masks in COCO results form (``mask_set.to_coco_results``; [] for no mask or no answer)
     models      names of the VLM, verifier and segmenter and the preset, from the trace's settings (so a report
                 can say when the models were random or scripted)
+    deviations  the keys of ``deviations.DEVIATIONS`` in effect in the run (``deviations_in``; absent in records
+                written before they were, read as null)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...deviations import deviations_in
 from ...mask_set import to_coco_results
 from ...types import Trace
 from ...verification import final_mask_checks
@@ -57,6 +60,7 @@ class ItemRecord:
     trace: str | None = None
     masks: list[dict[str, Any]] = field(default_factory=list)
     models: dict[str, str] = field(default_factory=dict)
+    deviations: list[str] | None = None
 
     @property
     def finished(self) -> bool:
@@ -86,7 +90,7 @@ def record_from_trace(item: BatchItem, trace: Trace, seconds: float, trace_file:
         id=item.id, image=item.image_ref, query=item.query, status=trace.status,
         reason=None if trace.status in ANSWERED else trace.error, rounds=len(trace.rounds),
         mistakes=mistake_counts(trace), seconds=round(float(seconds), 3), width=width, height=height,
-        trace=trace_file, masks=masks, models=models_of(trace.settings),
+        trace=trace_file, masks=masks, models=models_of(trace.settings), deviations=deviations_in(trace),
     )
 
 
@@ -119,5 +123,8 @@ def read_record(path: Path) -> ItemRecord | None:
     except TypeError:
         return None
     if not (isinstance(record.masks, list) and isinstance(record.mistakes, dict) and isinstance(record.models, dict)):
+        return None
+    if record.deviations is not None and not (isinstance(record.deviations, list)
+                                              and all(isinstance(k, str) for k in record.deviations)):
         return None
     return record
