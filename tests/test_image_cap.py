@@ -255,3 +255,35 @@ def test_the_benchmark_prints_a_dense_requests_tokens_and_legibility_both_ways(c
     dense = measure_request("rocket.jpg", 200)
     assert dense["default_digits_px"] > dense["tiles_tiles_digits_px"] > dense["tiles_digits_px"]  # 21 > 19 > 12 px
     assert "worst legible share, default vs --dense-tiles" in table[-1]
+
+
+# ---------------------------------------------------------------- the opt-in, where a user sets it
+
+
+def test_the_opt_in_is_a_command_line_flag_an_app_setting_and_a_config_field():
+    from sam3_agent.cli.flags import agent_config
+    from sam3_agent.cli.parser import build_parser
+    from sam3_agent.errors import InputError
+    from sam3_agent.ui.settings import parse_settings
+
+    run = ["run", "--image", "a.jpg", "--query", "q", "--out", "o"]
+    assert agent_config(build_parser().parse_args(run)).dense_tiles is False
+    assert agent_config(build_parser().parse_args([*run, "--dense-tiles"])).dense_tiles is True
+    assert parse_settings([], environ={})[0].dense_tiles is False
+    assert parse_settings(["--dense-tiles", "on"], environ={})[0].dense_tiles is True
+    assert parse_settings([], environ={"SAM3_AGENT_DENSE_TILES": "on"})[0].dense_tiles is True
+    with pytest.raises(InputError, match="SAM3_AGENT_DENSE_TILES='yes' must be one of"):
+        parse_settings([], environ={"SAM3_AGENT_DENSE_TILES": "yes"})
+    with pytest.raises(InputError, match="dense_tiles must be true or false"):
+        AgentConfig(dense_tiles="on")
+
+
+def test_the_apps_runs_get_the_setting():
+    from sam3_agent.presets import Backends
+    from sam3_agent.ui.run.runner import AgentFactory
+    from sam3_agent.ui.settings import AppSettings
+
+    backends = Backends(ScriptedVLM([]), ScriptedVLM([]), KnownSegmenter({}), {})
+    for on in (False, True):
+        agent = AgentFactory(AppSettings(dense_tiles=on), backends).new_agent(30, 0.5)
+        assert agent.config.dense_tiles is on and agent.settings()["dense_tiles"] is on
