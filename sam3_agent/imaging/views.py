@@ -220,7 +220,8 @@ class MaskView:
             draws the view again identically. The ``"mask"`` and ``"zoom"`` views do not depend on them.
         indices: 0-based masks of a ``"group"`` view, distinct, in the order verified; ``None`` otherwise.
         enlarged: an ``"overlay"`` drawn at the VLM's pixel budget (``enlarged.render_enlarged_overlay``: a dense set
-            within the two-image cap); ``False`` for every other view, and for an overlay at the photo's size.
+            within the two-image cap; a photo not enlarged under ``bounds``, which the agent never records so, is
+            drawn at its own size); ``False`` for every other view, and for an overlay at the photo's size.
 
     Raises:
         ValueError: an unknown kind, or an index, indices or tile missing where needed, given where not, out of
@@ -257,13 +258,10 @@ class MaskView:
             raise ValueError(f"bounds must be PixelBounds, got {type(self.bounds).__name__}")
         if not isinstance(self.enlarged, bool) or (self.enlarged and self.kind != "overlay"):
             raise ValueError(f"only an overlay is drawn enlarged, got enlarged={self.enlarged!r} for a {self.kind} view")
-        if self.enlarged and enlarged_layout(self.photo.width, self.photo.height, self.bounds) is None:
-            raise ValueError(f"a {self.photo.width}x{self.photo.height} photo is not enlarged under a budget of "
-                             f"{self.bounds.max_pixels:,} px")
 
     def render(self) -> Image.Image:
         """The view's pixels."""
-        if self.kind == "overlay" and self.enlarged:
+        if self.kind == "overlay" and self.enlarged and enlarged_layout(*self.photo.size, self.bounds) is not None:
             return render_enlarged_overlay(self.photo, self.masks, self.bounds)
         if self.kind == "overlay":
             return render_numbered_overlay(self.photo, self.masks, bounds=self.bounds)
