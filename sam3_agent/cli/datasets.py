@@ -319,6 +319,9 @@ def eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
         return EXIT_INPUT
     stdout.write("\n".join(protocol.lines(evaluation.metrics)) + "\n")
     stdout.write(format_metrics(evaluation.metrics, evaluation.notes) + "\n")
+    if evaluation.deviations:
+        stdout.write("deviations from the reference agent (docs/reference.md):\n"
+                     + "".join(f"  {line}\n" for line in evaluation.deviations))
     if evaluation.unscored:
         stdout.write(f"{len(evaluation.unscored)} sample(s) not scored (see the report)\n")
     stdout.write(f"Wrote {page}\n")

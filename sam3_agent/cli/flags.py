@@ -20,6 +20,8 @@ from ..limits import (
     DEFAULT_SCORE_THRESHOLD,
     DEFAULT_VERIFY_BATCH_SIZE,
     MAX_IMAGE_PIXELS,
+    MAX_MAIN_IMAGES,
+    MAX_MAIN_IMAGES_WITH_TILES,
     MAX_ROUNDS_LIMIT,
 )
 from ..tiny import TINY_VLM_KINDS
@@ -65,6 +67,7 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add_decoding_arguments(parser)
     add_tool_format_argument(parser)
+    add("--dense-tiles", action="store_true", help=DENSE_TILES_HELP)
     add("--max-image-pixels", type=int, default=MAX_IMAGE_PIXELS,
         help=f"{image_limit_help} (default {MAX_IMAGE_PIXELS:,})")
     add("--verify-batch-size", type=int,
@@ -74,6 +77,14 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
         help="recompute every prompt in full with transformers' generate (same output on CPU in float32, slower; "
              "saves the KV caches' memory)")
 
+
+
+# --dense-tiles (command line) and --dense-tiles on|off (the app): the opt-in of ``AgentConfig.dense_tiles``
+DENSE_TILES_HELP = (
+    "opt-in: a dense set's overlay also goes to the main VLM as four enlarged tiles, so a main request holds up to "
+    f"{MAX_MAIN_IMAGES_WITH_TILES} images (a VLM server must allow {MAX_MAIN_IMAGES_WITH_TILES}); default: at most "
+    f"{MAX_MAIN_IMAGES}, the photo and the overlay, as in the reference agent, a dense overlay drawn at the VLM's "
+    "pixel budget")
 
 
 def add_tool_format_argument(parser: Any, default: str | None = "reference") -> None:
@@ -154,7 +165,8 @@ def agent_config(args: argparse.Namespace, backend_record: dict[str, Any] | None
     planned = (backend_record or {}).get("verify_batch_size", DEFAULT_VERIFY_BATCH_SIZE)
     batch = args.verify_batch_size if args.verify_batch_size is not None else planned
     return AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=batch,
-                       tool_format=getattr(args, "tool_format", None) or "reference")
+                       tool_format=getattr(args, "tool_format", None) or "reference",
+                       dense_tiles=bool(getattr(args, "dense_tiles", False)))
 
 
 def with_planned_batch(config: AgentConfig, args: argparse.Namespace,

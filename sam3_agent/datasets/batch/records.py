@@ -19,6 +19,8 @@ Layout (JSON object)::
     masks       the final masks in COCO results form (``mask_set.to_coco_results``; [] for no mask or no answer)
     models      names of the VLM, verifier and segmenter and the preset, from the trace's settings (so a report
                 can say when the models were random or scripted); a video item's also its tracker
+    deviations  the keys of ``deviations.DEVIATIONS`` in effect in the run (``deviations_in``; absent in records
+                written before they were, read as null; a video item's: its keyframe runs')
     video       (video) the clip as the input gave it
     keyframe    (video) the frame the agent reasoned on (0-based); keyframe_time: the time the input gave, or null
     frames      (video) the clip's frame count; objects: objects tracked; frames_tracked: frames the tracker computed
@@ -36,8 +38,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...deviations import DEVIATIONS, deviations_in
 from ...mask_set import to_coco_results
 from ...types import Trace
+from ...verification import final_mask_checks
 from ...video.records import VideoTrace
 from .items import BatchItem, Item, VideoItem
 
@@ -66,6 +70,7 @@ class ItemRecord:
     trace: str | None = None
     masks: list[dict[str, Any]] = field(default_factory=list)
     models: dict[str, str] = field(default_factory=dict)
+    deviations: list[str] | None = None
     kind: str = "image"
     video: str | None = None
     keyframe: int | None = None
@@ -109,13 +114,13 @@ def mistake_counts(trace: Trace) -> dict[str, int]:
 def record_from_trace(item: BatchItem, trace: Trace, seconds: float, trace_file: str) -> ItemRecord:
     """The record of an item whose run produced ``trace`` (any status)."""
     final = trace.final_masks
-    masks = to_coco_results(final) if final is not None and len(final) else []
+    masks = to_coco_results(final, checks=final_mask_checks(trace)) if final is not None and len(final) else []
     width, height = trace.image.size
     return ItemRecord(
         id=item.id, image=item.image_ref, query=item.query, status=trace.status,
         reason=None if trace.status in ANSWERED else trace.error, rounds=len(trace.rounds),
         mistakes=mistake_counts(trace), seconds=round(float(seconds), 3), width=width, height=height,
-        trace=trace_file, masks=masks, models=models_of(trace.settings),
+        trace=trace_file, masks=masks, models=models_of(trace.settings), deviations=deviations_in(trace),
     )
 
 
@@ -128,6 +133,7 @@ def record_from_video_trace(item: VideoItem, trace: VideoTrace, seconds: float, 
     models = models_of(trace.settings.get("agent") or {})
     if trace.settings.get("tracker"):
         models["tracker"] = str(trace.settings["tracker"])
+    in_effect = {key for run in trace.keyframes for key in deviations_in(run.trace)}
     return ItemRecord(
         id=item.id, image=None, query=item.query, status=trace.status,
         reason=None if trace.status in ANSWERED else trace.error, rounds=len(rounds),
@@ -135,6 +141,7 @@ def record_from_video_trace(item: VideoItem, trace: VideoTrace, seconds: float, 
         height=trace.clip.height, trace=trace_file, models=models, kind="video", video=item.video_ref,
         keyframe=keyframe, keyframe_time=item.keyframe_time, frames=trace.clip.frame_count,
         objects=len(trace.tracks.objects), frames_tracked=int(trace.timings.get("frames_tracked", 0)),
+        deviations=[key for key in DEVIATIONS if key in in_effect] if trace.keyframes else None,
     )
 
 
@@ -173,5 +180,8 @@ def read_record(path: Path) -> ItemRecord | None:
         return None
     if not (isinstance(record.masks, list) and isinstance(record.mistakes, dict) and isinstance(record.models, dict)
             and record.kind in ("image", "video")):
+        return None
+    if record.deviations is not None and not (isinstance(record.deviations, list)
+                                              and all(isinstance(k, str) for k in record.deviations)):
         return None
     return record

@@ -125,7 +125,7 @@ class InspectHandlers:
                      "to see them and go on editing.")
         overlay = final_image(trace)
         return (key, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
-                gr.update(value=overlay, visible=overlay is not None), render_final_masks(final_mask_rows(trace.final_masks)))
+                gr.update(value=overlay, visible=overlay is not None), render_final_masks(final_mask_rows(trace)))
 
     def show_round(self, key: str | None, number: float | None) -> tuple[Any, Any, Any, Any]:
         """(round view, context panel, timeline, round box) for round ``number`` (1-based) of the loaded trace.
