@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...deviations import DEVIATIONS, deviations_in
+from ...deviations import KEYS, deviations_in
 from ...mask_set import to_coco_results
 from ...types import Trace
 from ...verification import final_mask_checks
@@ -141,7 +141,7 @@ def record_from_video_trace(item: VideoItem, trace: VideoTrace, seconds: float, 
         height=trace.clip.height, trace=trace_file, models=models, kind="video", video=item.video_ref,
         keyframe=keyframe, keyframe_time=item.keyframe_time, frames=trace.clip.frame_count,
         objects=len(trace.tracks.objects), frames_tracked=int(trace.timings.get("frames_tracked", 0)),
-        deviations=[key for key in DEVIATIONS if key in in_effect] if trace.keyframes else None,
+        deviations=[key for key in KEYS if key in in_effect] if trace.keyframes else None,
     )
 
 
