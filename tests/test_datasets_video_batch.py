@@ -92,7 +92,9 @@ def test_records_and_the_manifest_say_kind_objects_and_frames_tracked(items, tmp
         "models": {"vlm": "scripted", "verifier": "scripted", "segmenter": "known-segmenter", "preset": "test",
                    "tracker": "shift-tracker"},
         "kind": "video", "video": str(CLIP), "keyframe": 10, "keyframe_time": None, "frames": 50, "objects": 1,
-        "frames_tracked": 49}
+        "frames_tracked": 49,
+        "deviations": ["own_prompts", "context_rules", "reply_repairs", "verdict_grammar", "verifier_views",
+                       "no_mask_cap", "selection_checks", "round_budget"]}
     photo = json.loads((tmp_path / "out/items/cup/item.json").read_text())
     assert "kind" not in photo and photo["image"] == str(ASSETS / "coffee.jpg")  # a photo's record as before
     manifest = json.loads((tmp_path / "out/manifest.json").read_text())
