@@ -28,7 +28,15 @@ DEFAULT_VERIFY_BATCH_SIZE = 8  # masks verified per batch; the tool's usual 1-10
 # at full size (the overlay shrinks labels above 20) in 8 clearly different colours.
 VERIFY_GROUP_SIZE = 8
 
-# The images of one main request: the raw photo, the latest overlay and, for a dense set, the overlay's tiles
-# (``imaging.tiles``: the photo in 2 x 2 enlarged parts). A VLM server must accept this many images per request.
+# The images of one main request: the raw photo and the latest numbered overlay, as in the reference agent (which
+# asserts it on every request; the SAM 3 paper's figures are for that design). ``agent.context`` checks it on every
+# request it builds. A dense set keeps within it: its overlay is drawn at the VLM's pixel budget (``imaging.enlarged``).
+MAX_MAIN_IMAGES = 2
+# Opt-in (``AgentConfig.dense_tiles``, ``--dense-tiles``): a dense set's overlay also comes as four enlarged tiles
+# (``imaging.tiles``: the photo in 2 x 2 parts), so such a request holds six images, and a VLM server must allow six.
 DENSE_VIEW_TILES = 4
-MAX_MAIN_IMAGES = 2 + DENSE_VIEW_TILES
+MAX_MAIN_IMAGES_WITH_TILES = MAX_MAIN_IMAGES + DENSE_VIEW_TILES
+# A verification request: the photo, the photo small with the mask drawn, the mask's close-up (``agent.verify``). So a
+# VLM server must allow max(MAX_MAIN_IMAGES, VERIFY_IMAGES) = 3 images a request by default, 6 with the tiles.
+VERIFY_IMAGES = 3
+SERVER_IMAGE_LIMIT = max(MAX_MAIN_IMAGES, VERIFY_IMAGES)

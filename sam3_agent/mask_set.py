@@ -160,15 +160,23 @@ class Masks:
                               size=(height, width))
 
 
-def to_coco_results(masks: Masks, image_id: int = 1, category_id: int = 1) -> list[dict[str, Any]]:
+def to_coco_results(masks: Masks, image_id: int = 1, category_id: int = 1,
+                    checks: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The masks in COCO results format (one dict per mask, in order), read from their RLE (no encoding).
 
     Each dict: ``image_id`` int, ``category_id`` int, ``segmentation`` compressed RLE with
     ``counts`` as str, ``bbox`` ``[x, y, w, h]`` float pixels (the tight box, as ``pycocotools.mask.toBbox``),
-    ``score`` float, ``area`` int pixel count (``pycocotools.mask.area``).
+    ``score`` float, ``area`` int pixel count (``pycocotools.mask.area``); with ``checks`` (one per mask:
+    ``verification.final_mask_checks``) also ``verification``: ``"confirmed"``, ``"not_confirmed"`` or
+    ``"not_examined"``.
+
+    Raises:
+        ValueError: ``checks`` of another length than the masks.
     """
+    if checks is not None and len(checks) != len(masks):
+        raise ValueError(f"{len(checks)} verification states for {len(masks)} masks")
     boxes = masks.tight_boxes
-    return [
+    results = [
         {
             "image_id": int(image_id),
             "category_id": int(category_id),
@@ -179,3 +187,6 @@ def to_coco_results(masks: Masks, image_id: int = 1, category_id: int = 1) -> li
         }
         for counts, box, area, score in zip(masks.counts, boxes, masks.areas, masks.scores)
     ]
+    for result, check in zip(results, checks or ()):
+        result["verification"] = check
+    return results

@@ -9,8 +9,9 @@ Presets:
 
 Any preset can take a scripted VLM (``script``): the responses replay in order, SAM 3 still runs.
 
-Slightly over 400 lines: it is the one place that assembles every wing into backends; the point-prompt part at its end
-(``build_point_segmenter``) is the piece to move out next (tests patch its names here).
+Over 400 lines: it is the one place that assembles every wing into backends; the point-prompt and video-tracker parts
+at its end (``build_point_segmenter``, ``build_video_tracker``) are the pieces to move out next (tests patch their
+names here).
 """
 
 from __future__ import annotations
@@ -369,15 +370,12 @@ def _point_segmenter(model: str, device: str | None, dtype: str | None = None):
     return Sam3PointSegmenter.from_pretrained(model, device=device, dtype=dtype)
 
 
-def share_sam3_backbone(point_segmenter: Any, segmenter: Any) -> bool:
-    """Let SAM 3's point model use the detector's vision backbone and image encodings when both are SAM 3 models
-    with the same backbone (``tracker.Sam3PointSegmenter.share_backbone_with``): one backbone in memory, and an
-    image the agent encoded costs only the point model's neck when clicked on. Returns whether it is shared."""
-    from .sam.tracker import Sam3PointSegmenter
-
-    if isinstance(point_segmenter, Sam3PointSegmenter) and isinstance(segmenter, Sam3Segmenter):
-        return point_segmenter.share_backbone_with(segmenter)
-    return False
+def share_sam3_backbone(tracker: Any, segmenter: Any) -> bool:
+    """Let SAM 3's point model or video tracker use the detector's vision backbone and image encodings when both are
+    SAM 3 models with the same backbone (their ``share_backbone_with``): one backbone in memory, and an image (or
+    frame) the agent encoded costs only the tracker's neck. Returns whether it is shared."""
+    share = getattr(tracker, "share_backbone_with", None)  # both trackers have it; neither is imported for this
+    return bool(share(segmenter)) if isinstance(segmenter, Sam3Segmenter) and callable(share) else False
 
 
 def build_point_segmenter(preset: Preset = "real", model: str | None = None, device: str | None = None,
@@ -402,3 +400,34 @@ def build_point_segmenter(preset: Preset = "real", model: str | None = None, dev
         raise InputError(f"unknown preset {preset!r}: use 'real' or 'tiny'")
     model_id = str(tiny_tracker_path()) if preset == "tiny" else (model or DEFAULT_SAM3_MODEL)
     return _point_segmenter(model_id, device, dtype or "float32")  # one cache entry for None and "float32"
+
+
+# SAM 3's video tracker (``video_tracker.Sam3VideoTracker``), built on demand like the point model: an image run never
+# loads it.
+
+
+def tiny_video_tracker_path() -> Path:
+    """Build (once) and return the folder of the tiny random-weight SAM 3 video tracker."""
+    from .tiny.tracker_video import build_tiny_sam3_tracker_video
+
+    with _build_lock:
+        return build_tiny_sam3_tracker_video(cache_dir() / "tiny" / "sam3_tracker_video")
+
+
+@functools.lru_cache(maxsize=4)
+def _video_tracker(model: str, device: str | None, dtype: str):
+    from .sam.video_tracker import Sam3VideoTracker
+
+    check_model_source(model, "SAM 3 video tracker")
+    return Sam3VideoTracker.from_pretrained(model, device=device, dtype=dtype)
+
+
+def build_video_tracker(preset: Preset = "real", model: str | None = None, device: str | None = None,
+                        dtype: str | None = None):
+    """SAM 3's video tracker for a preset, loaded once per process and shared (``share_sam3_backbone`` then gives it
+    the detector's backbone). Arguments and errors as :func:`build_point_segmenter`; returns a
+    ``video_tracker.Sam3VideoTracker``."""
+    if preset not in ("real", "tiny"):
+        raise InputError(f"unknown preset {preset!r}: use 'real' or 'tiny'")
+    model_id = str(tiny_video_tracker_path()) if preset == "tiny" else (model or DEFAULT_SAM3_MODEL)
+    return _video_tracker(model_id, device, dtype or "float32")

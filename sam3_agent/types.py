@@ -19,7 +19,11 @@ if TYPE_CHECKING:  # edits.py builds on these records; imported for annotations 
     from .edit_ops import EditOp
 
 RunStatus = Literal["running", "done", "no_mask", "max_rounds", "failed", "cancelled"]
-Verdict = Literal["accept", "reject"]
+# What a mask verification recorded: confirmed, rejected, or kept without a usable answer ("unconfirmed": the check
+# failed or gave no clear verdict even when asked again; never recorded as "accept").
+Verdict = Literal["accept", "reject", "unconfirmed"]
+VerdictSource = Literal["model", "fallback", "error"]
+VERDICTS = ("accept", "reject", "unconfirmed")
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,9 @@ class ContextRecord:
         dropped: indices of messages left out by the context policy.
         images_as_text: indices of kept messages whose images were replaced by a text placeholder.
         note: the injected note about already-tried phrases (added to message 1), or ``None``.
-        image_count: number of images in the request (at most ``limits.MAX_MAIN_IMAGES`` by construction: the
-            photo, the latest overlay and, for a dense set, its four tiles).
+        image_count: number of images in the request: at most ``limits.MAX_MAIN_IMAGES`` (the photo and the latest
+            overlay; ``limits.MAX_MAIN_IMAGES_WITH_TILES`` with the opt-in tiles), checked where it is built
+            (``agent.context``).
         reasons: why each message of ``dropped`` and ``images_as_text`` is there, as (message index, reason
             key) pairs in index order; the keys are ``agent.context.REASONS`` (the policy states them, the UI
             words them). ``None`` when not recorded (traces saved before the field existed).
@@ -53,11 +58,13 @@ class MaskVerdict:
 
     Attributes:
         mask_number: 1-based number of the mask in the rendering the model saw.
-        verdict: ``"accept"`` or ``"reject"``.
-        source: ``"model"`` when read from the output, ``"fallback"`` when the output had no usable
-            verdict even after one correction, ``"error"`` when the verification call failed (a backend
-            fault: out of memory, server error...); in both cases the mask is kept and the main model
-            decides.
+        verdict: ``"accept"`` or ``"reject"`` (read from the verifier's answer), or ``"unconfirmed"``: the mask is
+            kept without a usable answer (``source`` says why) and the main model decides; never ``"accept"``.
+        source: ``"model"`` when read from the output (verdict accept or reject), ``"fallback"`` when the output
+            had no usable verdict even after one correction, ``"error"`` when the verification call failed (a
+            backend fault: out of memory, server error...); in both of these the verdict is ``"unconfirmed"``.
+            Traces written before issue 30 recorded those as ``"accept"``; ``trace`` reads them as
+            ``"unconfirmed"``.
         outputs: raw outputs of the verification call(s), first try first (a group's outputs: the same for each of
             its masks).
         mask_view: the image with this mask drawn: the photo with only this mask (``MaskView`` kinds ``"mask"``,
@@ -73,7 +80,7 @@ class MaskVerdict:
 
     mask_number: int
     verdict: Verdict
-    source: Literal["model", "fallback", "error"]
+    source: VerdictSource
     outputs: tuple[str, ...]
     mask_view: ImagePart
     zoom_view: ImagePart | None
@@ -81,6 +88,18 @@ class MaskVerdict:
     seconds: float = 0.0
     error: str | None = None
     group: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Raises ValueError for a verdict that does not fit its source (a model verdict is accept or reject; a kept
+        mask without a usable answer is unconfirmed)."""
+        if (self.source == "model") == (self.verdict == "unconfirmed") or self.verdict not in VERDICTS:
+            raise ValueError(f"a verdict {self.verdict!r} from source {self.source!r}: a model's verdict is accept or "
+                             "reject, a fallback's or a failed check's is unconfirmed")
+
+    @property
+    def kept(self) -> bool:
+        """True when the mask stays (accepted, or kept unconfirmed)."""
+        return self.verdict != "reject"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 PACKAGE = "sam3_agent"
 
-GROUND = ("errors", "limits", "rle", "shared", "images", "mask_set", "messages", "types", "events", "edit_ops",
+GROUND = ("errors", "limits", "rle", "shared", "images", "mask_set", "messages", "types", "events", "edit_ops", "verification",
+          "deviations",
           "package_files")
 
 # floor of each wing, lowest first: an arrow may only run to a lower floor (or stay in its wing)

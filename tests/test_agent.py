@@ -291,7 +291,7 @@ def test_missing_verdict_is_retried_then_kept_as_fallback(segmenter, astronaut):
     )
     trace, _ = run_all(agent, astronaut)
     verdicts = trace.rounds[1].result.verdicts
-    assert [(v.verdict, v.source, len(v.outputs)) for v in verdicts] == [("accept", "fallback", 2), ("reject", "model", 1)]
+    assert [(v.verdict, v.source, len(v.outputs)) for v in verdicts] == [("unconfirmed", "fallback", 2), ("reject", "model", 1)]
     retry = verifier.requests[1]
     assert retry[-2].role == "assistant" and retry[-1].text == agent.prompts.format("verify_retry")
 

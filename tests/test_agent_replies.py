@@ -36,18 +36,19 @@ CHILD_RUN = [tool("segment_phrase", text_prompt="child"), tool("examine_each_mas
 # ------------------------------------------------------------------ verdicts
 
 
-def test_negated_accept_is_retried_and_the_rejected_mask_is_not_the_answer(segmenter, astronaut):
+def test_a_negated_accept_rejects_the_mask_at_once_without_a_retry(segmenter, astronaut):
+    # issue 30: "Not Accept" was read as unclear, asked again and, given twice, kept by the fallback as accepted
     agent, _, verifier = make_agent(
         segmenter, CHILD_RUN,
-        ["<think>This is the left child, not the one asked for.</think>\n<verdict>Do not accept</verdict>",
-         verdict("Reject"), verdict("Accept")],
+        ["<think>This is the left child, not the one asked for.</think>\n<verdict>Not Accept</verdict>",
+         verdict("Accept")],
     )
     trace = run_all(agent, astronaut)
     assert trace.status == "done"
     assert np.array_equal(trace.final_masks.masks, CHILD_2[None])
     verdicts = trace.rounds[1].result.verdicts
-    assert [(v.verdict, v.source, len(v.outputs)) for v in verdicts] == [("reject", "model", 2), ("accept", "model", 1)]
-    assert verifier.requests[1][-1].text == agent.prompts.format("verify_retry")
+    assert [(v.verdict, v.source, len(v.outputs)) for v in verdicts] == [("reject", "model", 1), ("accept", "model", 1)]
+    assert len(verifier.requests) == 2  # one request per mask: no retry
 
 
 def test_hedged_verdict_twice_falls_back_to_keeping_the_mask_and_says_so(segmenter, astronaut):
@@ -57,7 +58,7 @@ def test_hedged_verdict_twice_falls_back_to_keeping_the_mask_and_says_so(segment
     )
     trace = run_all(agent, astronaut)
     verdicts = trace.rounds[1].result.verdicts
-    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "fallback"), ("reject", "model")]
+    assert [(v.verdict, v.source) for v in verdicts] == [("unconfirmed", "fallback"), ("reject", "model")]
     assert np.array_equal(trace.final_masks.masks, CHILD_1[None])
 
 
@@ -131,7 +132,7 @@ def test_failed_verification_of_one_mask_is_an_error_verdict_and_the_run_goes_on
     assert trace.status == "done"
     verdicts = trace.rounds[1].result.verdicts
     assert [(v.mask_number, v.verdict, v.source) for v in verdicts] == [
-        (1, "reject", "model"), (2, "accept", "error"), (3, "reject", "model")]
+        (1, "reject", "model"), (2, "unconfirmed", "error"), (3, "reject", "model")]
     assert verdicts[1].error == "the VLM server answered HTTP 500: image too small" and verdicts[1].outputs == ()
     reply = trace.messages[trace.rounds[1].reply_index]
     assert reply.text.endswith(agent.prompts.format("examine_unchecked", numbers="1"))
@@ -171,7 +172,7 @@ def test_failed_batch_is_verified_again_one_by_one_to_find_the_failing_mask(segm
     trace = run_all(agent, astronaut, "the astronaut")
     verdicts = trace.rounds[1].result.verdicts
     assert verifier.batches == 1 and len(verifier.requests) == 3
-    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "model"), ("accept", "model"), ("accept", "error")]
+    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "model"), ("accept", "model"), ("unconfirmed", "error")]
     assert trace.status == "no_mask"
 
 
@@ -226,7 +227,7 @@ def error_verdict_event():
     from sam3_agent.types import MaskVerdict
 
     view = ImagePart(Image.new("RGB", (4, 4)), "round2_mask1_view")
-    error = MaskVerdict(1, "accept", "error", (), view, view, None, 0.5, error="server answered HTTP 500")
+    error = MaskVerdict(1, "unconfirmed", "error", (), view, view, None, 0.5, error="server answered HTTP 500")
     return MaskVerdictReady(2, error, 3)
 
 
@@ -237,11 +238,12 @@ def test_cli_prints_why_a_mask_was_kept_unchecked():
 
     out = io.StringIO()
     EventPrinter(out)(error_verdict_event())
-    assert out.getvalue() == "    mask 1/3: accept (check failed: server answered HTTP 500; kept)\n"
+    assert out.getvalue() == "    mask 1/3: not confirmed (check failed: server answered HTTP 500; kept)\n"
 
 
 def test_app_card_of_an_error_verdict_is_marked_kept_and_shows_the_failure():
     from sam3_agent.ui.view import verdict_card
 
     card = verdict_card(error_verdict_event().verdict, 3)
-    assert (card.verdict, card.fallback, card.reasoning) == ("accept", True, "server answered HTTP 500")
+    assert (card.verdict, card.fallback, card.failed, card.reasoning) == (
+        "unconfirmed", True, True, "server answered HTTP 500")

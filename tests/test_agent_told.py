@@ -23,12 +23,12 @@ def test_unclear_verdict_after_the_retry_is_named_as_kept_unchecked(segmenter, a
     agent, _, _ = make_agent(segmenter, CHILD_RUN, [unclear, unclear, verdict("Accept")])
     trace = run_all(agent, astronaut)
     result = trace.rounds[1].result
-    assert [(v.verdict, v.source) for v in result.verdicts] == [("accept", "fallback"), ("accept", "model")]
+    assert [(v.verdict, v.source) for v in result.verdicts] == [("unconfirmed", "fallback"), ("accept", "model")]
     assert examine_reply(agent, trace) == (
         agent.prompts.format("examine_result_unchecked", kept=2, total=2) + "\n"
         + agent.prompts.format("examine_unclear", numbers="1")
     )
-    assert result.summary == "kept 2 of 2 mask(s); kept unchecked (new numbers): 1 (no clear verdict)"
+    assert result.summary == "kept 2 of 2 mask(s); kept, not confirmed (new numbers): 1 (no clear verdict)"
     assert "any mask that did not match the query was removed" not in examine_reply(agent, trace)
 
 
@@ -46,14 +46,14 @@ def test_failed_and_unclear_checks_are_both_named_by_their_new_numbers(segmenter
     trace = run_all(agent, astronaut, "the astronaut")
     result = trace.rounds[1].result
     assert [(v.mask_number, v.verdict, v.source) for v in result.verdicts] == [
-        (1, "reject", "model"), (2, "accept", "error"), (3, "accept", "fallback")]
+        (1, "reject", "model"), (2, "unconfirmed", "error"), (3, "unconfirmed", "fallback")]
     assert examine_reply(agent, trace) == "\n".join([
         agent.prompts.format("examine_result_unchecked", kept=2, total=3),
         agent.prompts.format("examine_unchecked", numbers="1"),
         agent.prompts.format("examine_unclear", numbers="2"),
     ])
     assert result.summary == (
-        "kept 2 of 3 mask(s); kept unchecked (new numbers): 1 (check failed); 2 (no clear verdict)")
+        "kept 2 of 3 mask(s); kept, not confirmed (new numbers): 1 (check failed); 2 (no clear verdict)")
 
 
 def test_failed_check_alone_gets_the_unchecked_reply(segmenter, astronaut):

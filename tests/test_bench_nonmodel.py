@@ -3,6 +3,7 @@ printed by ``python -m sam3_agent.bench.nonmodel``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from sam3_agent.bench.nonmodel_run import measure_app, measure_case
@@ -52,8 +53,10 @@ def test_the_benchmark_command_runs_as_shipped_at_a_small_size(capsys):
     status = main(["--repeat", "1", "--cases", "240x160/6", "--memory-case", "320", "240", "20", "--app-case", "320",
                    "240", "3", "--skip-model-bench"])
     out = capsys.readouterr().out
-    rows = [line.split()[0] for line in out.splitlines() if line.strip()]
-    assert "240x160/6" in rows and "320x240/20" in rows  # the case row and the memory row
+    rows = [line.split()[:2] for line in out.splitlines() if line.strip()]
+    assert ["240x160/6", "with"] in rows and ["without"] == rows[rows.index(["240x160/6", "with"]) + 1][:1]
+    assert ["320x240/20", "with"] in rows  # the memory row: through the post-processing only
+    assert "without SAM 3's post-processing as when the target was set" not in out  # 240x160/6 has no CPU target
     assert "app at 320x240/3, best of 3 runs" in out
     assert "peak extra memory <= 2048 MB at 0.1 MP with 20 masks, through SAM 3's post-processing" in out
     assert "  yes  every run ended done with all its masks selected" in out
@@ -67,3 +70,48 @@ def test_the_app_step_takes_a_photo_above_the_apps_own_limit():
     width = int(limit**0.5) + 8  # a square photo just over the app's limit
     result = measure_app(width, width, 2, repeats=1)
     assert result["case"] == [width, width, 2] and result["answer_s"] > 0
+
+
+def test_without_the_post_processing_the_stand_in_hands_over_the_blobs_whole_and_the_run_is_the_same():
+    from sam3_agent.bench.sam_outputs import PostProcessedSegmenter
+    from sam3_agent.bench.scene import photo_file
+    from sam3_agent.images import load_image
+
+    image = load_image(photo_file(240, 160))
+    post, plain = PostProcessedSegmenter(6), PostProcessedSegmenter(6, postprocess=False)
+    a, b = post.segment(image, "object"), plain.segment(image, "object")
+    assert len(a) == len(b) == post.returned == plain.returned == 8  # 6 blobs and two near-duplicates
+    assert np.allclose(a.scores, b.scores, atol=1e-6)  # through the sigmoid of a logit, or as given
+    assert np.abs(a.boxes - b.boxes).max() < 1e-3  # normalised and scaled back, or as given
+    overlap = (a.masks & b.masks).sum(axis=(1, 2)) / (a.masks | b.masks).sum(axis=(1, 2))
+    assert overlap.min() > 0.8  # the same blobs, drawn at 288 px and upsampled, or drawn at the photo's size
+    result = measure_case(240, 160, 6, repeats=1, profile=False, schema1=False, postprocess=False)
+    assert result["status"] == "done" and result["final_masks"] == 6 and result["postprocess"] is False
+    assert result["masks_encoded"] == result["masks_returned"] and result["views_equal"] == result["views_compared"]
+
+
+def test_the_references_stand_in_post_processes_the_same_logits_as_ours(monkeypatch):
+    """--postprocess gives the reference's stand-in the same work: the scene's mask logits, upsampled by the steps of
+    the reference processor (its data_misc.interpolate, here torch's, which it wraps), within the measured time."""
+    import sys
+    import types
+
+    import torch
+
+    from sam3_agent.bench.reference_loop import FakeProcessor, answers_for
+    from sam3_agent.bench.sam_outputs import PostProcessedSegmenter
+    from sam3_agent.bench.scene import photo_file
+    from sam3_agent.images import load_image
+
+    data_misc = types.ModuleType("sam3.model.data_misc")
+    data_misc.interpolate = torch.nn.functional.interpolate
+    monkeypatch.setitem(sys.modules, "sam3.model.data_misc", data_misc)
+    monkeypatch.setitem(sys.modules, "sam3.model", types.ModuleType("sam3.model"))
+    monkeypatch.setitem(sys.modules, "sam3", types.ModuleType("sam3"))
+    answer = FakeProcessor(answers_for(240, 160, 6, postprocess=True)).set_text_prompt({}, "object")
+    assert answer["masks"].shape == (8, 1, 160, 240) and answer["masks"].dtype == torch.bool
+    ours = PostProcessedSegmenter(6).segment(load_image(photo_file(240, 160)), "object").masks
+    differ = (answer["masks"][:, 0].numpy() != ours).sum() / ours.size
+    assert differ < 0.002  # logits then sigmoid (the reference) or sigmoid then logits (transformers): edge pixels
+    plain = FakeProcessor(answers_for(240, 160, 6)).set_text_prompt({}, "object")
+    assert plain["masks"].shape == (8, 1, 160, 240) and "masks_logits_small" not in plain

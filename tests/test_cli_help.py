@@ -17,7 +17,7 @@ CPU_SECONDS = 0.5  # measured: about 0.05 s (interpreter start included); it was
 HELP_PROBE = """
 import json, resource, sys
 from sam3_agent.cli.main import main
-for command in ([], ["run"], ["export"], ["batch"], ["eval"]):
+for command in ([], ["run"], ["video"], ["export"], ["batch"], ["eval"]):
     try:
         main([*command, "--help"])
     except SystemExit:
@@ -34,7 +34,7 @@ def test_help_of_every_subcommand_loads_no_model_library_and_takes_little_cpu():
     report = json.loads(done.stderr)
     assert report["heavy"] == []
     assert report["cpu"] < CPU_SECONDS
-    assert done.stdout.count("usage: python -m sam3_agent") == 5
+    assert done.stdout.count("usage: python -m sam3_agent") == 6
 
 
 def test_help_names_the_console_script_when_run_as_it(capsys):

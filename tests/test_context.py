@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
+from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.context import (
     BEFORE_LATEST_SEGMENT,
     MASKS_GONE,
@@ -14,6 +15,7 @@ from sam3_agent.agent.context import (
     build_context,
     tried_phrases,
 )
+from sam3_agent.limits import MAX_MAIN_IMAGES, MAX_MAIN_IMAGES_WITH_TILES
 from sam3_agent.messages import ImagePart, Message, TextPart, ToolCall
 
 
@@ -147,10 +149,22 @@ def dense_reply(round_index: int, shade: int) -> Message:
     return Message("user", (TextPart(f"{round_index}: 150 masks"), img(f"round{round_index}_overlay", shade), *tiles))
 
 
-def test_a_dense_overlay_is_sent_with_its_four_tiles_and_nothing_more() -> None:
-    assert MAX_CONTEXT_IMAGES == 6  # the invariant, extended on purpose: raw image + latest overlay + its 4 tiles
+def test_the_default_cap_is_the_reference_agents_two_images() -> None:
+    assert MAX_CONTEXT_IMAGES == MAX_MAIN_IMAGES == 2 and MAX_MAIN_IMAGES_WITH_TILES == 6
+    assert AgentConfig().max_main_images == 2 and AgentConfig(dense_tiles=True).max_main_images == 6
+
+
+def test_a_dense_reply_holding_tiles_sends_only_the_overlay_by_default() -> None:
     history = base() + [assistant_segment("bird"), dense_reply(1, 10)]
     sent, record = build_context(history, fmt)
+    assert [p.name for m in sent for p in m.images] == ["raw", "round1_overlay"]
+    assert sent[3].parts[2:] == (TextPart("[older image omitted]"),)  # the four tiles: one placeholder
+    assert record.image_count == 2 == count_images(sent)
+
+
+def test_with_the_opt_in_tiles_a_dense_overlay_is_sent_with_its_four_tiles_and_nothing_more() -> None:
+    history = base() + [assistant_segment("bird"), dense_reply(1, 10)]
+    sent, record = build_context(history, fmt, MAX_MAIN_IMAGES_WITH_TILES)
     assert [p.name for m in sent for p in m.images] == ["raw", "round1_overlay", *(f"round1_tile{t}" for t in range(1, 5))]
     assert record.image_count == 6 == count_images(sent)
 
@@ -158,22 +172,23 @@ def test_a_dense_overlay_is_sent_with_its_four_tiles_and_nothing_more() -> None:
 def test_an_overlay_whose_masks_are_gone_turns_to_one_placeholder_with_its_tiles() -> None:
     history = base() + [assistant_segment("bird"), dense_reply(1, 10), assistant_call("examine_each_mask"),
                         Message("user", (TextPart("kept 3"), img("round2_overlay", 50)))]
-    sent, record = build_context(history, fmt)
+    sent, record = build_context(history, fmt, MAX_MAIN_IMAGES_WITH_TILES)
     assert sent[3].parts == (TextPart("1: 150 masks"), TextPart("[older image omitted]"))
     assert record.images_as_text == (3,)
     assert [p.name for m in sent for p in m.images] == ["raw", "round2_overlay"]
     assert record.image_count == 2
 
 
-def test_at_most_six_images_even_with_more_images_in_one_message() -> None:
+@pytest.mark.parametrize(("cap", "names"), [(2, ["raw", "a"]), (6, ["raw", "a", "b", "c", "d", "e"])])
+def test_at_most_the_cap_even_with_more_images_in_one_message(cap, names) -> None:
     history = base() + [
         assistant_segment("cup"),
         Message("user", tuple(img(name, k) for k, name in enumerate("abcdefg")) + (TextPart("seven images"),)),
     ]
-    sent, record = build_context(history, fmt)
-    assert [p.name for m in sent for p in m.images] == ["raw", "a", "b", "c", "d", "e"]  # the overlay comes first
-    assert record.image_count == 6
-    assert sent[3].parts[5:] == (TextPart("[older image omitted]"), TextPart("seven images"))
+    sent, record = build_context(history, fmt, cap)
+    assert [p.name for m in sent for p in m.images] == names  # the overlay comes first
+    assert record.image_count == cap
+    assert sent[3].parts[cap - 1:] == (TextPart("[older image omitted]"), TextPart("seven images"))
 
 
 def test_conversation_must_start_with_system_and_user() -> None:

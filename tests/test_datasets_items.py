@@ -68,7 +68,7 @@ def test_every_bad_line_is_named_in_one_message(tmp_path):
         read_items(path)
     assert str(error.value) == (
         f"{path} has 4 bad lines; nothing was run: fix them and run again\n"
-        '  line 2: expected a JSON object with "image" and "query"\n'
+        '  line 2: expected a JSON object with "image" (or "video") and "query"\n'
         "  line 4: not valid JSON (Expecting ',' delimiter, column 18)\n"
         "  line 5: repeats the id 'one' of line 1; ids must be unique\n"
         "  line 6: the query is empty: describe what to segment, e.g. 'the leftmost child'"
@@ -81,8 +81,8 @@ def test_a_long_list_of_bad_lines_is_cut_after_twenty(tmp_path):
         read_items(path)
     lines = str(error.value).split("\n")
     assert lines[0] == f"{path} has 23 bad lines; nothing was run: fix them and run again"
-    assert lines[1] == '  line 1: expected a JSON object with "image" and "query"'
-    assert lines[20] == '  line 20: expected a JSON object with "image" and "query"'
+    assert lines[1] == '  line 1: expected a JSON object with "image" (or "video") and "query"'
+    assert lines[20] == '  line 20: expected a JSON object with "image" (or "video") and "query"'
     assert lines[21:] == ["  and 3 more"]
 
 

@@ -126,9 +126,11 @@ def test_the_report_states_protocol_split_and_counts(tmp_path):
 def test_the_eval_flag_offers_every_protocol_and_names_the_split():
     import argparse
 
-    from sam3_agent.cli.datasets import PROTOCOL_NAMES, _split
+    from sam3_agent.cli.datasets import IMAGE_PROTOCOL_NAMES, PROTOCOL_NAMES, VIDEO_PROTOCOL_NAMES, _split
+    from sam3_agent.datasets.scoring.video_evaluate import PROTOCOLS as VIDEO_PROTOCOLS
 
-    assert PROTOCOL_NAMES == tuple(PROTOCOLS)
+    assert IMAGE_PROTOCOL_NAMES == tuple(PROTOCOLS) and VIDEO_PROTOCOL_NAMES == tuple(VIDEO_PROTOCOLS)
+    assert PROTOCOL_NAMES == IMAGE_PROTOCOL_NAMES + VIDEO_PROTOCOL_NAMES
 
     def split(fmt: str, dataset: str, given: str | None = None) -> str | None:
         return _split(argparse.Namespace(format=fmt, dataset=dataset, split=given))

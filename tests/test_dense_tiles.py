@@ -1,6 +1,6 @@
-"""A dense set's extra view: the overlay cut into four enlarged tiles with the same numbers (``imaging.tiles``), when
-the agent sends it, what the model is told, how the context keeps it, how a trace stores and redraws it, and how the
-page shows it."""
+"""A dense set's extra view, an opt-in since issue 30 (``AgentConfig.dense_tiles``): the overlay cut into four enlarged
+tiles with the same numbers (``imaging.tiles``), when the agent sends it, what the model is told, how the context keeps
+it, how a trace stores and redraws it, and how the page shows it. (The default, two images: tests/test_image_cap.py.)"""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def dense_run():
     vlm = ScriptedVLM([tool("segment_phrase", text_prompt="bird"), tool("segment_phrase", text_prompt="big bird"),
                        tool("select_masks_and_return", final_answer_masks=[1])])
     segmenter = KnownSegmenter({"bird": GRID, "big bird": GRID[:3]})
-    trace = Agent(vlm, segmenter, AgentConfig()).run(photo("astronaut.jpg"), "all birds")
+    trace = Agent(vlm, segmenter, AgentConfig(dense_tiles=True)).run(photo("astronaut.jpg"), "all birds")
     return trace, vlm.requests
 
 
@@ -192,6 +192,8 @@ def test_the_page_shows_the_tiles_under_the_overlay(dense_run):
     assert round_view(trace.rounds[1], 30).tiles == ()
 
 
-def test_the_tile_places_are_what_the_model_is_told():
+def test_the_tile_places_are_what_the_model_is_told_and_only_when_tiles_come():
     assert TILE_PLACES == ("top left", "top right", "bottom left", "bottom right")
-    assert "four enlarged, overlapping parts" in PROMPTS.main_system
+    note = PROMPTS.format("dense_tiles", count=4, places=", ".join(TILE_PLACES))
+    assert "4 more images follow it" in note and "top left, top right, bottom left, bottom right" in note
+    assert "overlapping parts" not in PROMPTS.main_system  # the system prompt of every run never speaks of tiles

@@ -65,7 +65,7 @@ def _digest(image: Image.Image) -> str:
 
 
 def test_the_renderer_draws_exactly_the_pixels_of_its_version():
-    # A trace stores recipes and draws its views again when opened: these digests are renderer version 5's pixels
+    # A trace stores recipes and draws its views again when opened: these digests are renderer version 6's pixels
     # for a fixed photo and masks. If one changes (our drawing code, or a library it calls such as OpenCV's erode
     # or resize), traces saved before would be redrawn differently: bump RENDERER_VERSION and update the digests.
     photo = Image.open(ASSETS_DIR / "coffee.jpg").convert("RGB").resize((200, 133), Image.Resampling.BILINEAR)
@@ -74,7 +74,7 @@ def test_the_renderer_draws_exactly_the_pixels_of_its_version():
         masks[k, 10 + 9 * (k % 4):40 + 9 * (k % 4), 5 + 15 * k:25 + 15 * k] = True
     masks[3, 60:120, 40:160] = True  # a large one, with holes cut by the next
     masks[3, 80:90, 70:90] = False
-    assert RENDERER_VERSION == 5
+    assert RENDERER_VERSION == 6
     mask_set = Masks(masks, np.linspace(0.9, 0.6, 12, dtype=np.float32), boxes_from_masks(masks), "cup")
     overlay = render_numbered_overlay(photo, mask_set)
     mask_view, zoom_view = render_mask_views(photo, mask_set, 3)
@@ -84,3 +84,6 @@ def test_the_renderer_draws_exactly_the_pixels_of_its_version():
     views = [MaskView("locate", photo, mask_set, 3), MaskView("closeup", photo, mask_set, 3),
              MaskView("group", photo, mask_set, indices=(1, 3, 8))]
     assert [_digest(v.render()) for v in views] == ["b86402145896af07", "992efe99643750af", "6d494a5baee8b701"]
+    # renderer 6 on: a dense overlay drawn at the VLM's pixel budget (200 x 133 enlarged 4 x, the most it is)
+    enlarged = MaskView("overlay", photo, mask_set, enlarged=True).render()
+    assert enlarged.size == (800, 532) and _digest(enlarged) == "bf2f05402b1fdc60"

@@ -158,7 +158,7 @@ def test_a_mask_still_unclear_after_the_retry_is_kept_and_named_as_unclear():
     agent, trace, _ = examine_run({"in_groups": True}, verifier)
     examine = trace.rounds[1]
     fallbacks = [(v.mask_number, v.verdict) for v in examine.result.verdicts if v.source == "fallback"]
-    assert fallbacks == [(4, "accept"), (18, "accept")]
+    assert fallbacks == [(4, "unconfirmed"), (18, "unconfirmed")]
     assert trace.messages[examine.reply_index].text == "\n".join([
         agent.prompts.format("examine_result_unchecked", kept=20, total=20),
         agent.prompts.format("examine_unclear", numbers="4, 18"),

@@ -111,14 +111,14 @@ def test_a_failed_check_among_the_named_masks_is_named_too():
     agent, trace, _ = examine_run({"masks": [3, 4]}, ScriptedVLM(answers_by_mask(rejected={3}, failing={4})))
     examine = trace.rounds[1]
     assert [(v.mask_number, v.verdict, v.source) for v in examine.result.verdicts] == [
-        (3, "reject", "model"), (4, "accept", "error")]
+        (3, "reject", "model"), (4, "unconfirmed", "error")]
     reply = trace.messages[examine.reply_index]
     assert reply.text == "\n".join([
         agent.prompts.format("examine_result_named", examined=2, kept=9, total=10, not_examined="1-2, 4-9"),
         agent.prompts.format("examine_unchecked", numbers="3"),
     ])
     assert examine.result.summary == ("kept 9 of 10 mask(s); examined only the 2 named (3-4); not examined, kept as "
-                                      "they were (new numbers): 1-2, 4-9; kept unchecked (new numbers): 3 (check failed)")
+                                      "they were (new numbers): 1-2, 4-9; kept, not confirmed (new numbers): 3 (check failed)")
 
 
 def test_naming_every_mask_is_the_per_mask_path():

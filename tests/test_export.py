@@ -68,8 +68,8 @@ def test_the_coco_file_loads_with_pycocotools_and_decodes_to_the_edited_masks(ed
     assert [a["category_id"] for a in annotations] == [1, 1, 2]
     assert annotations[1]["bbox"] == [10.0, 10.0, 100.0, 200.0]
     assert [a["attributes"] for a in annotations] == [
-        {"edited_by_hand": True, "origin": "agent"},
-        {"edited_by_hand": False, "origin": "agent"},
+        {"edited_by_hand": True, "origin": "agent", "verification": "confirmed"},
+        {"edited_by_hand": False, "origin": "agent", "verification": "confirmed"},
         {"edited_by_hand": False, "origin": "round 1 mask 3"},
     ]
     # a score only where SAM 3's pixels are unchanged

@@ -10,8 +10,8 @@ from conftest import KnownSegmenter, photo, rect_mask, tool
 from sam3_agent.agent.config import AgentConfig
 from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.tools import CallError, check_mask_numbers
-from sam3_agent.correct.edits import EditState
-from sam3_agent.correct.export import coco_document, items_from_masks
+from sam3_agent.correct.edits import EditState, items_from_masks
+from sam3_agent.correct.export import coco_document
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 H = W = 512

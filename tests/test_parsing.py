@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sam3_agent.agent.parsing import ParsedResponse, canonical_tool_name, parse_response
-from sam3_agent.agent.verdicts import parse_verdict
+from sam3_agent.agent.verdicts import parse_group_verdicts, parse_verdict
 from sam3_agent.messages import ToolCall
 
 SEGMENT_DOG = '{"name": "segment_phrase", "parameters": {"text_prompt": "dog"}}'
@@ -496,11 +496,6 @@ def test_cut_reply_without_any_think_tag_runs_nothing():
         ("`reject`", ("reject", None)),
         ("Rejected!", ("reject", None)),
         ('"Reject"', ("reject", None)),
-        ("Do not accept", (None, "unclear_verdict")),
-        ("Don't accept", (None, "unclear_verdict")),
-        ("not accept", (None, "unclear_verdict")),
-        ("Cannot accept this mask", (None, "unclear_verdict")),
-        ("Unacceptable", (None, "unclear_verdict")),
         ("Probably accept", (None, "unclear_verdict")),
         ("Accept (partly)", (None, "unclear_verdict")),
         ("Accept?", (None, "unclear_verdict")),
@@ -518,12 +513,67 @@ def test_cut_reply_without_any_think_tag_runs_nothing():
         ("It is the plate, so I reject it", ("reject", None)),
         ("Rejected - do not accept", ("reject", None)),
         ("Accept: do not reject", ("accept", None)),
-        ("Accept, not accept", (None, "unclear_verdict")),
         ("unsure", (None, "missing_verdict")),
     ],
 )
 def test_only_an_unambiguous_verdict_word_counts(tag, expected):
     assert parse_verdict(f"<think>checking</think>\n<verdict>{tag}</verdict>") == expected
+
+
+# ---------------------------------------------------------------- a negated acceptance is a rejection (issue 30)
+
+NEGATED_ACCEPTANCES = [
+    "Not Accept", "not accept", "NOT ACCEPT", "Do not accept", "do NOT accept", "Don't accept", "Don\u2019t accept",
+    "Dont accept", "Not accepted", "not accepted.", "I would not accept this mask", "Would not accept",
+    "I wouldn't accept this mask", "Cannot accept this mask", "Can't accept", "can not accept", "Won't accept",
+    "Never accept", "No accept", "Not acceptable", "This is not acceptable.", "It isn't acceptable", "Unacceptable",
+    "**Unacceptable**", "not accepted (the mask is the plate)", "I could not accept this mask",
+    "I couldn't accept it", "Should not accept", "Non-accept", "Accept, not accept", "Accept. No, not accept.",
+]
+
+
+@pytest.mark.parametrize("tag", NEGATED_ACCEPTANCES)
+def test_a_negated_acceptance_that_is_not_hedged_or_asked_is_a_rejection(tag):
+    assert parse_verdict(f"<think>checking</think>\n<verdict>{tag}</verdict>") == ("reject", None)
+
+
+@pytest.mark.parametrize("tag", [
+    "Reject (not Accept)", "Reject [not accept]", "Reject {do not accept}", "Reject - not accept", "Reject/not accept",
+    "Reject not accept", "(Reject) not accept", "not accept (reject)", "Not Accept: Reject", "REJECT (NOT ACCEPT)",
+    "Reject \u2014 not accept", "Do not accept or reject",  # "do not (accept or reject)" still says reject plainly
+])
+def test_an_explicit_rejection_wins_over_a_negated_acceptance_whatever_lies_between(tag):
+    assert parse_verdict(f"<verdict>{tag}</verdict>") == ("reject", None)
+
+
+@pytest.mark.parametrize(("tag", "expected"), [
+    ("Probably not accept", "unclear_verdict"), ("Maybe not accept", "unclear_verdict"),
+    ("Not accept?", "unclear_verdict"), ("Should I not accept?", "unclear_verdict"),
+    ("I might not accept this", "unclear_verdict"), ("I'm not sure I can accept it", "unclear_verdict"),
+    ("not sure whether to accept", "unclear_verdict"), ("I doubt I can accept it", "unclear_verdict"),
+    ("Do not accept, not reject", "unclear_verdict"), ("Neither accept nor reject", "unclear_verdict"),
+    ("not unacceptable", "unclear_verdict"), ("no acceptance", "unclear_verdict"),
+    ("Accept or not accept", "reject"),  # a plain negated acceptance in the tag: a rejection
+])
+def test_a_hedged_or_asked_negation_stays_unclear(tag, expected):
+    read = parse_verdict(f"<verdict>{tag}</verdict>")
+    assert (read[0] or read[1]) == expected
+
+
+@pytest.mark.parametrize(("tag", "expected"), [
+    ("Accept (not Reject)", "accept"), ("Accept [do not reject]", "accept"), ("Accept: do not reject", "accept"),
+    ("(Accept)", "accept"), ("Accept or Reject", "ambiguous_verdict"), ("accept/reject", "ambiguous_verdict"),
+    ("Not reject", "unclear_verdict"), ("I accept this mask", "unclear_verdict"),
+])
+def test_a_negated_rejection_beside_a_plain_accept_leaves_the_acceptance(tag, expected):
+    read = parse_verdict(f"<verdict>{tag}</verdict>")
+    assert (read[0] or read[1]) == expected
+
+
+def test_a_verifier_that_says_no_in_a_later_tag_or_a_group_line_loses_the_mask():
+    assert parse_verdict("<verdict>Accept</verdict> on second thought <verdict>Not Accept</verdict>") == ("reject", None)
+    text = "<think>x</think>\nMask 3: <verdict>Not Accept</verdict>\nMask 4: <verdict>Reject (not Accept)</verdict>"
+    assert parse_group_verdicts(text, [3, 4]) == {3: ("reject", None), 4: ("reject", None)}
 
 
 def test_one_unclear_tag_makes_the_whole_answer_unclear():
@@ -532,7 +582,8 @@ def test_one_unclear_tag_makes_the_whole_answer_unclear():
 
 def test_verdict_without_closing_tag_is_its_first_line_only():
     assert parse_verdict("<think>ok</think><verdict>Accept\nThe mask covers the cup.") == ("accept", None)
-    assert parse_verdict("<think>ok</think><verdict>\nDo not accept\nit is the plate") == (None, "unclear_verdict")
+    assert parse_verdict("<think>ok</think><verdict>\nDo not accept\nit is the plate") == ("reject", None)
+    assert parse_verdict("<think>ok</think><verdict>\nProbably accept\nit is the cup") == (None, "unclear_verdict")
 
 
 def test_prose_after_a_tag_that_withdraws_it_wins_in_both_orders():

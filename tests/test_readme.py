@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # docs/ pages in the order their blocks run: a later page may use what an earlier one wrote (out/ of the CLI run)
 DOC_PAGES = ("cli.md", "app.md", "serving.md", "replies.md", "gpu.md", "traces.md", "decoding.md", "models.md",
-             "correcting.md", "datasets.md", "benchmark.md", "testing.md")
+             "correcting.md", "datasets.md", "benchmark.md", "reference.md", "testing.md")
 DOCS = [README] + [ROOT / "docs" / name for name in DOC_PAGES]
 COMMAND_TIMEOUT_S = 600  # one command or script, on a busy 2-core machine
 APP_URL = "http://127.0.0.1:7860/"  # where the README's API example expects the app
@@ -59,6 +59,8 @@ SKIPPED = {
                                                                    "test_datasets_formats.py reads the fixture",
     "python -m sam3_agent eval --format jsonl --dataset my_gt.jsonl": "the user's own ground truth; tests/"
                                                                       "test_datasets_formats.py reads the fixture",
+    "python -m sam3_agent eval --format revos --dataset ReVOS ": "the downloaded ReVOS dataset; the fixture example "
+                                                                 "below runs offline",
 }
 
 # Offline stand-ins: (pattern, replacement, why). The real models are gated and about 20 GB; the tiny preset runs

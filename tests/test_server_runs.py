@@ -93,9 +93,10 @@ def test_three_images_per_request_are_enough_for_every_request_of_a_run(server, 
     assert verify_counts == {3} and main_counts <= {1, 2}
 
 
-def dense_run(server, astronaut, limit: int):
-    """A run whose phrase finds 120 small masks (a dense set: overlay + 4 tiles) against a server allowing ``limit``
-    images per request; the 'model' selects them all."""
+def dense_run(server, astronaut, limit: int, **config):
+    """A run whose phrase finds 120 small masks (a dense set: the overlay drawn at the VLM's budget; with
+    ``dense_tiles=True`` also its 4 tiles) against a server allowing ``limit`` images per request; the 'model' selects
+    them all."""
     boxes = [(((k % 12) * 42 + 2, (k // 12) * 50 + 2, (k % 12) * 42 + 38, (k // 12) * 50 + 44), 0.9) for k in range(120)]
     script = [tool("segment_phrase", text_prompt="bird"), tool("select_masks_and_return", final_answer_masks=["1-120"])]
 
@@ -108,28 +109,38 @@ def dense_run(server, astronaut, limit: int):
         return server.events([chunk(script[calls], "stop")])(handler, body)
 
     server.answer(handle)
-    return run(server, astronaut, KnownSegmenter({"bird": boxes}))
+    vlm = OpenAIServerVLM(server.url, "qwen", retry=RetryPolicy(backoff=0.01))
+    agent_run = Agent(vlm, KnownSegmenter({"bird": boxes}), AgentConfig(verify_batch_size=1, **config)).start(
+        astronaut, "the child on the right")
+    list(agent_run)
+    return agent_run.trace
 
 
-def test_six_images_per_request_carry_a_dense_set_with_its_tiles(server, astronaut):
-    trace = dense_run(server, astronaut, 6)
+def test_two_images_per_request_carry_a_dense_set_by_default(server, astronaut):
+    trace = dense_run(server, astronaut, 2)
+    assert trace.status == "done" and len(trace.final_masks) == 120
+    assert [images_in(b) for b in server.bodies] == [1, 2]  # the photo; then the photo and the enlarged overlay
+
+
+def test_six_images_per_request_carry_a_dense_set_with_its_opt_in_tiles(server, astronaut):
+    trace = dense_run(server, astronaut, 6, dense_tiles=True)
     assert trace.status == "done" and len(trace.final_masks) == 120
     assert [images_in(b) for b in server.bodies] == [1, 6]  # the photo; then the photo, the overlay and 4 tiles
 
 
-def test_a_server_allowing_three_images_fails_a_dense_round_saying_how_to_start_it(server, astronaut):
-    trace = dense_run(server, astronaut, 3)
+def test_a_server_allowing_three_images_fails_a_dense_round_with_tiles_saying_how_to_start_it(server, astronaut):
+    trace = dense_run(server, astronaut, 3, dense_tiles=True)
     assert trace.status == "failed"
-    assert trace.error.endswith("(the server takes fewer images per request than the agent sends: up to 6 in a main "
-                                "request (the photo, the overlay and, for a dense set, its four tiles) and 3 in a "
-                                """verification; start it with vLLM's --limit-mm-per-prompt '{"image": 6}')""")
+    assert trace.error.endswith("(the server takes fewer images per request than the agent sends: up to 2 in a main "
+                                "request (the photo and the overlay; 6 with --dense-tiles) and 3 in a verification; "
+                                """start it with vLLM's --limit-mm-per-prompt '{"image": 3}' (6 with --dense-tiles))""")
 
 
 def test_a_server_allowing_two_images_fails_each_verification_and_the_run_says_so(server, astronaut, segmenter):
     server.answer(vllm_with_image_limit(server, 2))
     trace = run(server, astronaut, segmenter)
     verdicts = trace.rounds[1].result.verdicts
-    assert [(v.verdict, v.source) for v in verdicts] == [("accept", "error"), ("accept", "error")]
+    assert [(v.verdict, v.source) for v in verdicts] == [("unconfirmed", "error"), ("unconfirmed", "error")]
     assert "At most 2 image(s) may be provided in one prompt." in verdicts[0].error
     reply = trace.messages[trace.rounds[1].reply_index].text
     assert reply.endswith(PROMPTS.format("examine_unchecked", numbers="1, 2"))

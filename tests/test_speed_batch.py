@@ -200,7 +200,7 @@ def test_events_come_per_batch_and_retries_are_batched(coffee):
     assert script.calls == [[2, 2, 2], [4, 4], [2, 2]]
     verdicts = [first.verdict] + [e.verdict for e in rest]
     assert [(v.verdict, v.source, len(v.outputs)) for v in verdicts] == [
-        ("accept", "model", 1), ("reject", "model", 2), ("accept", "fallback", 2), ("reject", "model", 1),
+        ("accept", "model", 1), ("reject", "model", 2), ("unconfirmed", "fallback", 2), ("reject", "model", 1),
         ("accept", "model", 1),
     ]
     assert all(isinstance(e, MaskVerdictReady) and e.round_index == 2 for e in [first] + rest)

@@ -46,7 +46,8 @@ def test_context_reasons_verdict_errors_and_decoding_settings_round_trip(full_tr
     import dataclasses
 
     examined = full_trace.rounds[3]
-    failed = dataclasses.replace(examined.result.verdicts[0], source="error", error="the verifier timed out")
+    failed = dataclasses.replace(examined.result.verdicts[0], verdict="unconfirmed", source="error",
+                                 error="the verifier timed out")
     result = dataclasses.replace(examined.result, verdicts=(failed, *examined.result.verdicts[1:]))
     full_trace.rounds[3] = dataclasses.replace(examined, result=result)
     full_trace.settings["decoding"] = {"main": {"greedy": True, "seed": 3, "max_new_tokens": 64}}
@@ -61,7 +62,7 @@ def test_context_reasons_verdict_errors_and_decoding_settings_round_trip(full_tr
 def test_folder_holds_the_photo_the_mask_sets_and_no_rendered_view(full_trace, tmp_path):
     save_trace(full_trace, tmp_path)
     document = json.loads((tmp_path / "trace.json").read_text())
-    assert document["schema_version"] == 2 and document["renderer_version"] == 5
+    assert document["schema_version"] == 2 and document["renderer_version"] == 6
     # The photo came from memory (no file): stored losslessly. No overlay, mask or zoom view is stored.
     assert [p.name for p in (tmp_path / "images").iterdir()] == [document["photo"]["file"].split("/")[1]]
     assert document["photo"]["file"].endswith(".png")

@@ -122,7 +122,8 @@ def test_fields_added_to_version_1_survive_its_migration_and_a_save_in_the_curre
                (5, "before_latest_segment"))
     failed = old.rounds[3].result.verdicts[1]
     assert old.rounds[3].context.reasons == reasons and old.rounds[2].context.reasons is None
-    assert (failed.source, failed.verdict, failed.error) == ("error", "accept", "the verifier ran out of memory")
+    # stored as "accept" (as every writer before issue 30 did for a kept, unchecked mask): read as not confirmed
+    assert (failed.source, failed.verdict, failed.error) == ("error", "unconfirmed", "the verifier ran out of memory")
     assert old.rounds[3].result.verdicts[0].error is None
     assert old.settings["decoding"]["main"]["temperature"] == 0.7
     save_trace(old, tmp_path / "new")

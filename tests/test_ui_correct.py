@@ -398,7 +398,7 @@ def test_exported_coco_from_the_handler_decodes_to_the_edited_masks(session, tmp
     coco = COCO(path)
     anns = coco.loadAnns(coco.getAnnIds())
     assert len(anns) == 2
-    assert [a["attributes"] for a in anns] == [{"edited_by_hand": False, "origin": "agent"},
+    assert [a["attributes"] for a in anns] == [{"edited_by_hand": False, "origin": "agent", "verification": "not_examined"},
                                                {"edited_by_hand": True, "origin": "round 1 mask 2"}]
     assert np.array_equal(coco.annToMask(anns[0]).astype(bool), rect_mask(512, 512, *BIG))
     expected = rect_mask(512, 512, *TALL) | stroke_from_view_points(line(0, 59, 495), 16, 1.0, 512, 512)

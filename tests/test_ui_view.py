@@ -29,7 +29,7 @@ from sam3_agent.ui.view import (
 from sam3_agent.vlm.scripted import ScriptedVLM
 
 MASKS_GONE_TEXT = ("its overlay shows masks that no longer exist: only the raw image and the current masks' overlay are "
-                   "sent (with the overlay's tiles, for a dense set)")
+                   "sent (with the overlay's tiles, for a dense set, when they are switched on)")
 
 SEGMENTER = {
     "person": [((10, 10, 110, 210), 0.7), ((200, 50, 300, 250), 0.9), ((350, 300, 450, 500), 0.6)],
@@ -235,10 +235,11 @@ def test_context_panel_rejects_a_record_beyond_the_conversation():
 
 def test_final_mask_list_gives_number_score_area_and_box(recorded):
     view, _, _ = recorded
-    rows = final_mask_rows(view.final_masks)
-    assert rows == [FinalMaskRow(1, 0.8, 100 * 200, (20.0, 20.0, 100.0, 200.0))]
+    rows = final_mask_rows(view.trace)
+    assert rows == [FinalMaskRow(1, 0.8, 100 * 200, (20.0, 20.0, 100.0, 200.0), "confirmed")]  # mask 1 accepted
     html = render_final_masks(rows)
-    assert '<tr data-mask="1"><td>1</td><td>0.800</td><td>20000</td><td>20, 20, 100, 200</td></tr>' in html
+    assert ('<tr data-mask="1"><td>1</td><td>0.800</td><td>20000</td><td>20, 20, 100, 200</td>'
+            '<td class="check-confirmed">confirmed by verification</td></tr>') in html
     assert render_final_masks([]) == '<div class="final-masks final-none">No final masks.</div>'
 
 

@@ -175,10 +175,10 @@ def test_a_renderer_3_trace_loads_and_draws_every_view_as_it_was_sent_but_its_zo
     folder = tmp_path / "trace"
     shutil.copytree(RENDERER3, folder)
     sent = json.loads((folder / "views.json").read_text())
-    assert json.loads((folder / "trace.json").read_text())["renderer_version"] == 3 and RENDERER_VERSION == 5
+    assert json.loads((folder / "trace.json").read_text())["renderer_version"] == 3 and RENDERER_VERSION == 6
     with caplog.at_level(logging.WARNING):
         trace = load_trace(folder)
-    assert "drawn by renderer version 3 and is shown with version 5" in caplog.text
+    assert "drawn by renderer version 3 and is shown with version 6" in caplog.text
     verdicts = trace.rounds[1].result.verdicts
     assert [(v.mask_view.view.kind, v.zoom_view.view.kind) for v in verdicts] == [("mask", "zoom")] * 2
     drawn = {p.name: image_digest(p.image) for m in trace.messages for p in m.images}

@@ -8,7 +8,13 @@ from typing import Any
 
 from ..errors import InputError
 from ..imaging.postprocess import IOM_THRESHOLD, SCORE_THRESHOLD
-from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_VERIFY_BATCH_SIZE, MAX_ROUNDS_LIMIT
+from ..limits import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_VERIFY_BATCH_SIZE,
+    MAX_MAIN_IMAGES,
+    MAX_MAIN_IMAGES_WITH_TILES,
+    MAX_ROUNDS_LIMIT,
+)
 from .tool_format import DEFAULT_TOOL_FORMAT, ToolFormat, check_tool_format
 
 
@@ -27,6 +33,11 @@ class AgentConfig:
             greedy verdicts are the same either way).
         tool_format: how the main model is told to call the tools (``tool_format``): ``"reference"``, the
             ``<tool>`` format of the reference agent, or ``"native"``, the model's own function calling.
+        dense_tiles: opt-in: a dense set's overlay also goes to the main model as four enlarged tiles
+            (``imaging.tiles``), so its requests hold up to ``limits.MAX_MAIN_IMAGES_WITH_TILES`` (6) images and a
+            VLM server must allow that many. Off (the default): at most the photo and the overlay
+            (``limits.MAX_MAIN_IMAGES``, the reference agent's two), a dense overlay drawn at the main VLM's pixel
+            budget instead (``imaging.enlarged``). Recorded in every trace's settings, as every field here is.
     """
 
     max_rounds: int = DEFAULT_MAX_ROUNDS
@@ -36,6 +47,12 @@ class AgentConfig:
     verify_max_new_tokens: int | None = None
     verify_batch_size: int = DEFAULT_VERIFY_BATCH_SIZE
     tool_format: ToolFormat = DEFAULT_TOOL_FORMAT
+    dense_tiles: bool = False
+
+    @property
+    def max_main_images(self) -> int:
+        """The most images one main request may hold under this config (the cap ``agent.context`` checks)."""
+        return MAX_MAIN_IMAGES_WITH_TILES if self.dense_tiles else MAX_MAIN_IMAGES
 
     def __post_init__(self) -> None:
         """Raises InputError for a value of the wrong type (e.g. ``max_rounds=2.5`` or ``"3"``) or out of range."""
@@ -44,6 +61,8 @@ class AgentConfig:
         _fraction("iom_threshold", self.iom_threshold)
         _whole("verify_batch_size", self.verify_batch_size, 1)
         check_tool_format(self.tool_format)
+        if not isinstance(self.dense_tiles, bool):
+            raise InputError(f"dense_tiles must be true or false, got {self.dense_tiles!r}")
         for name in ("max_new_tokens", "verify_max_new_tokens"):
             if getattr(self, name) is not None:
                 _whole(name, getattr(self, name), 1)

@@ -13,14 +13,19 @@ Policy:
   has moved on, old mistakes only fill the context, and without this rule a model that keeps
   failing before its first ``segment_phrase`` would grow the context every round;
 - when phrases were tried before that message, append a note to message 1 that lists them;
-- at most two views of the photo: the raw image of message 1 and the images showing the current masks,
-  which are those in the reply to the latest call that replaced the masks (``segment_phrase`` or
-  ``examine_each_mask`` that ran): its numbered overlay and, for a dense set, the overlay's tiles after it
-  (``imaging.tiles``; the tools put them in that reply, so they come and go with their overlay). At most
-  ``MAX_CONTEXT_IMAGES`` images in all (``limits.MAX_MAIN_IMAGES``: 1 + 1 + 4 tiles). When that reply has no
-  image (no mask found, every mask rejected), no overlay is current: masks that no longer exist are never shown
-  as if they did. Every other image becomes a text placeholder, one per run of images next to each other (an
+- at most two images, as in the reference agent: the raw image of message 1 and the numbered overlay in the reply
+  to the latest call that replaced the masks (``segment_phrase`` or ``examine_each_mask`` that ran). A dense set
+  keeps within that: its overlay is drawn larger (``imaging.enlarged``). Only with the opt-in
+  ``AgentConfig.dense_tiles`` does that reply also hold the overlay's four tiles (``imaging.tiles``; they come and
+  go with their overlay), and the cap is then ``limits.MAX_MAIN_IMAGES_WITH_TILES`` (1 + 1 + 4). When that reply
+  has no image (no mask found, every mask rejected), no overlay is current: masks that no longer exist are never
+  shown as if they did. Every other image becomes a text placeholder, one per run of images next to each other (an
   overlay and its tiles are one placeholder).
+
+The cap is an invariant checked on the messages a request holds once they are built (``_within_cap``): a code path
+that would send more images is a bug, which the check logs as an error and repairs (the newest images beyond the
+cap, except the photo, are sent as text, reason ``OVER_IMAGE_CAP``), so a user's run never sends more than the cap
+and never stops for it; tests/test_image_cap.py pins it over random histories.
 
 The record names the rule behind each dropped message and each image turned into text (``REASONS``), so
 the UI can say why without knowing the policy.
@@ -28,6 +33,7 @@ the UI can say why without knowing the policy.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from ..limits import MAX_MAIN_IMAGES
@@ -35,13 +41,16 @@ from ..messages import ImagePart, Message, Part, TextPart
 from ..types import ContextRecord
 from .tool_specs import TOOL_SPECS
 
-MAX_CONTEXT_IMAGES = MAX_MAIN_IMAGES  # raw image + latest overlay (+ its tiles, for a dense set)
+logger = logging.getLogger(__name__)
+
+MAX_CONTEXT_IMAGES = MAX_MAIN_IMAGES  # raw image + latest overlay: the default cap of every main request
 
 # Why a message was left out of a request or had its images turned into text (``ContextRecord.reasons``).
 BEFORE_LATEST_SEGMENT = "before_latest_segment"  # lies before the latest segment_phrase call: its masks are gone
 OLD_MISTAKE = "old_mistake"  # a mistake exchange the model has been told about and moved past
 MASKS_GONE = "masks_gone"  # kept as text: its image shows masks that no longer exist (not the current overlay)
-REASONS = (BEFORE_LATEST_SEGMENT, OLD_MISTAKE, MASKS_GONE)
+OVER_IMAGE_CAP = "over_image_cap"  # kept as text: the request would hold more images than its cap (a bug, logged)
+REASONS = (BEFORE_LATEST_SEGMENT, OLD_MISTAKE, MASKS_GONE, OVER_IMAGE_CAP)
 
 
 def tried_phrases(messages: Sequence[Message], before: int | None = None) -> list[str]:
@@ -105,6 +114,7 @@ def _without_old_mistakes(messages: Sequence[Message], kept: list[int]) -> list[
 def build_context(
     messages: Sequence[Message],
     format_text: Callable[..., str],
+    max_images: int = MAX_CONTEXT_IMAGES,
 ) -> tuple[list[Message], ContextRecord]:
     """Apply the context policy to the conversation so far.
 
@@ -113,15 +123,21 @@ def build_context(
             message 1 the user's image and query.
         format_text: ``Prompts.format``; used for the keys ``tried_phrases_note`` (field
             ``phrases``) and ``image_omitted``.
+        max_images: the most images the request may hold (``AgentConfig.max_main_images``: 2, or 6 with the
+            opt-in tiles), at least 1.
 
     Returns:
-        The messages to send (copies where changed) and the record of what was kept and dropped.
+        The messages to send (copies where changed), never more than ``max_images`` images, and the record of
+        what was kept and dropped.
 
     Raises:
-        ValueError: when the conversation does not start with a system and a user message.
+        ValueError: when the conversation does not start with a system and a user message, or ``max_images``
+            is below 1.
     """
     if len(messages) < 2 or messages[0].role != "system" or messages[1].role != "user":
         raise ValueError("a main conversation starts with a system message and a user message")
+    if max_images < 1:
+        raise ValueError(f"a main request holds at least the photo: max_images must be at least 1, got {max_images}")
 
     boundary = _latest_segment_index(messages)
     from_boundary = [0, 1, *range(boundary, len(messages))] if boundary is not None else list(range(len(messages)))
@@ -132,7 +148,7 @@ def build_context(
 
     phrases = tried_phrases(messages, before=boundary) if boundary is not None else []
     note = format_text("tried_phrases_note", phrases=", ".join(f'"{p}"' for p in phrases)) if phrases else None
-    shown = _images_shown(messages, kept_set)
+    shown = _images_shown(messages, kept_set, max_images)
     placeholder = format_text("image_omitted")
     sent: list[Message] = []
     images_as_text: list[int] = []
@@ -141,30 +157,58 @@ def build_context(
         sent.append(message)
         if replaced:
             images_as_text.append(index)
+    sent, over_cap = _within_cap(sent, kept, max_images, placeholder)
 
     reasons = {i: BEFORE_LATEST_SEGMENT if i not in after_boundary else OLD_MISTAKE for i in dropped}
     reasons.update((i, MASKS_GONE) for i in images_as_text)
+    reasons.update((i, OVER_IMAGE_CAP) for i in over_cap)
     record = ContextRecord(
         kept=tuple(kept),
         dropped=dropped,
-        images_as_text=tuple(images_as_text),
+        images_as_text=tuple(sorted({*images_as_text, *over_cap})),
         note=note,
-        image_count=len(shown),
+        image_count=sum(len(m.images) for m in sent),
         reasons=tuple(sorted(reasons.items())),
     )
     return sent, record
 
 
-def _images_shown(messages: Sequence[Message], kept: set[int]) -> set[tuple[int, int]]:
-    """The (message index, part index) of every image the request shows, at most ``MAX_CONTEXT_IMAGES``: the raw
+def _within_cap(sent: list[Message], kept: Sequence[int], max_images: int,
+                placeholder: str) -> tuple[list[Message], list[int]]:
+    """The invariant on a built request: at most ``max_images`` images. ``sent`` itself when it holds; otherwise (a
+    bug: the policy above never lets it happen) the error is logged and the request repaired: the photo (the first
+    image of message 1) and the newest other images up to the cap stay, the rest become ``placeholder``. Returns
+    the messages and the conversation indices of those whose images were turned into text here."""
+    places = [(i, k) for i, message in enumerate(sent) for k, part in enumerate(message.parts)
+              if isinstance(part, ImagePart)]
+    if len(places) <= max_images:
+        return sent, []
+    photo = places[:1] if places[0][0] == 1 else []  # sent[1] is message 1: the photo and the query
+    others = places[len(photo):]
+    room = max_images - len(photo)
+    keep = set(photo) | set(others[len(others) - room:] if room > 0 else [])
+    logger.error("context policy bug: a main request held %d images, more than its cap of %d; %d were sent as text",
+                 len(places), max_images, len(places) - len(keep))
+    repaired, changed = list(sent), []
+    for i in sorted({i for i, _ in places}):
+        shown = {(i, k) for (j, k) in keep if j == i}
+        message, replaced = _as_sent(sent[i], i, shown, placeholder, None)
+        if replaced:
+            repaired[i] = message
+            changed.append(kept[i])
+    return repaired, changed
+
+
+def _images_shown(messages: Sequence[Message], kept: set[int], max_images: int) -> set[tuple[int, int]]:
+    """The (message index, part index) of every image the request shows, at most ``max_images``: the raw
     image (the first image of message 1), then the first images of the reply showing the current masks (its
-    overlay, then the overlay's tiles)."""
+    overlay, then, with the opt-in tiles, the overlay's tiles)."""
     raw = next((i for i, part in enumerate(messages[1].parts) if isinstance(part, ImagePart)), None)
     shown = {(1, raw)} if raw is not None else set()
     current = _current_masks_reply(messages)
     if current is not None and current in kept:
         overlays = [(current, i) for i, part in enumerate(messages[current].parts) if isinstance(part, ImagePart)]
-        shown.update(overlays[: MAX_CONTEXT_IMAGES - 1])  # one place is the raw image's
+        shown.update(overlays[: max_images - len(shown)])  # one place is the raw image's
     return shown
 
 

@@ -238,7 +238,7 @@ class AgentRun:
         if self.stop_event.is_set():
             yield self._finish("cancelled", "stopped by the user")
             return True
-        sent, record = build_context(trace.messages, self.agent.prompts.format)
+        sent, record = build_context(trace.messages, self.agent.prompts.format, self.agent.config.max_main_images)
         hint = getattr(self.agent.vlm, "starts_in_reasoning", False) is True  # a VLM that knows it says so up front
         flight = self._in_flight = RoundInFlight(round_index, record, time.perf_counter(), reasoning_hint=hint)
         yield RoundStarted(round_index=round_index, context=record, max_rounds=self.agent.config.max_rounds,

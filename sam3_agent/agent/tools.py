@@ -18,6 +18,7 @@ from typing import Any
 from PIL import Image
 
 from ..events import Event
+from ..imaging.enlarged import enlarged_layout
 from ..imaging.legibility import DEFAULT_BOUNDS, PixelBounds
 from ..imaging.postprocess import postprocess_masks
 from ..imaging.tiles import TILE_PLACES, shows_tiles
@@ -284,12 +285,20 @@ class Tools:
         return ToolOutcome(ToolResult(reply, masks, summary=summary), starts_masks=True)
 
     def _views(self, image: Image.Image, masks: Masks, round_index: int) -> tuple[str, tuple[ImagePart, ...]]:
-        """The images that show ``masks`` to the model, drawn for the main VLM's pixel bounds: the numbered overlay
-        and, for a dense set (``imaging.tiles.shows_tiles``), its four tiles after it; and the note (``""`` without
-        tiles) that the reply's text ends with to say what the tiles are."""
+        """The images that show ``masks`` to the model, drawn for the main VLM's pixel bounds, and the note (``""``
+        without tiles) that the reply's text ends with to say what the tiles are.
+
+        One image, the numbered overlay, as in the reference agent; for a dense set (``labels.crowded``) it is drawn
+        at the VLM's pixel budget (``imaging.enlarged``) when the photo is smaller than that. Only with the opt-in
+        ``AgentConfig.dense_tiles`` does a dense set get the overlay at the photo's size and its four tiles after it
+        (``imaging.tiles``)."""
         bounds = self.view_bounds
-        overlay = view_part(f"round{round_index}_overlay", MaskView("overlay", image, masks, bounds=bounds))
-        if not shows_tiles(image.width, image.height, len(masks), bounds):
+        dense = shows_tiles(image.width, image.height, len(masks), bounds)
+        enlarged = (dense and not self.config.dense_tiles
+                    and enlarged_layout(image.width, image.height, bounds) is not None)
+        overlay = view_part(f"round{round_index}_overlay",
+                            MaskView("overlay", image, masks, bounds=bounds, enlarged=enlarged))
+        if not dense or not self.config.dense_tiles:
             return "", (overlay,)
         note = self.prompts.format("dense_tiles", count=len(TILE_PLACES), places=", ".join(TILE_PLACES))
         tiles = tuple(view_part(f"round{round_index}_tile{t + 1}", MaskView("tile", image, masks, tile=t, bounds=bounds))
@@ -330,7 +339,7 @@ class Tools:
             bounds=self.verify_bounds,
         )
         by_number = {v.mask_number: v for v in verdicts}
-        kept = [n for n in range(1, len(masks) + 1) if n not in by_number or by_number[n].verdict == "accept"]
+        kept = [n for n in range(1, len(masks) + 1) if n not in by_number or by_number[n].kept]
         survivors = masks.subset([n - 1 for n in kept])
         state.masks = survivors
         if not kept:
@@ -352,8 +361,9 @@ class Tools:
         """The reply text and the summary of an examine round that kept ``kept`` (in their new order; ``None``: a
         mask not among the ``named`` ones, so not examined).
 
-        The masks kept without a clear Accept (not named; check failed: ``source="error"``; no clear verdict even
-        after the retry: ``"fallback"``) are named, by their new numbers, with why, in both."""
+        The masks kept without a clear Accept (not named; kept not confirmed, verdict ``"unconfirmed"``: check failed,
+        ``source="error"``; no clear verdict even after the retry, ``"fallback"``) are named, by their new numbers,
+        with why, in both."""
         new_numbers = {
             source: [new for new, v in enumerate(kept, start=1) if (v.source if v is not None else None) == source]
             for source in (None, "error", "fallback")
@@ -376,7 +386,7 @@ class Tools:
                 lines.append(self.prompts.format(key, numbers=numbers))
                 why.append(f"{numbers} ({reason})")
         if why:
-            summary += "; kept unchecked (new numbers): " + "; ".join(why)
+            summary += "; kept, not confirmed (new numbers): " + "; ".join(why)
         return "\n".join(lines), summary
 
 

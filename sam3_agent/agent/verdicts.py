@@ -5,12 +5,21 @@ The rules, in the order they apply (docs/replies.md says the same in short):
 - Only the text after the reasoning counts (``agent.reasoning``); a reply that ended inside its reasoning gives none.
 - Each ``<verdict>`` tag is one statement (without a closing tag: its first line). A tag is cut into clauses at
   punctuation (``. , ; : ! ?``), dashes and the words *but, so, therefore, hence, thus, because*.
-- In a tag, an explicit rejection wins whatever else it mentions: a clause holding *reject* that is neither negated
-  (*not, no, never, cannot, n't, ...* before it) nor hedged (*probably, maybe, if, ...*) nor a question. So
-  "not accept: reject" and "I reject this; I cannot accept it" are rejections.
+- A verdict word is negated when *not, no, never, cannot, n't, neither, nor, without, non* (or the contractions
+  written without their apostrophe: *dont, cant, wont, isnt, ...*) stands before it in its clause with no other
+  verdict word between, or when it carries the prefix *un*/*non* ("unacceptable"). A clause is hedged when it holds
+  *probably, maybe, if, might, could* (but *could not* negates), *not sure, whether, unsure, doubt, ...*, and asked
+  when it ends in "?".
+- A rejection is an explicit *reject* (or *rejected, rejects, rejecting*) that is neither negated nor hedged nor
+  asked, or a negated acceptance (*not accept, do not accept, not accepted, would not accept this mask, cannot
+  accept, isn't acceptable, unacceptable*) that is neither hedged nor asked. In a tag a rejection wins whatever else
+  the tag says, whatever the punctuation or brackets between them: "not accept: reject", "Reject (not Accept)",
+  "I reject this; I cannot accept it" and "Accept, not accept" are rejections. One exception: a negated acceptance
+  beside a negated rejection ("Do not accept, not reject", "neither accept nor reject") decides nothing: unclear.
 - Otherwise a tag accepts only when a clause is exactly the word *accept* (or *accepted*; bold, quotes, backticks
-  allowed) and no clause negates, hedges or asks; both words in one clause ("Accept or Reject") are ambiguous;
-  anything else holding a verdict word ("Do not accept", "Probably accept", "Accept?") is unclear.
+  and brackets allowed; a negated *reject* beside it is left out, so "Accept (not Reject)" accepts) and no clause
+  hedges or asks; both words plain in one clause ("Accept or Reject", "accept/reject") are ambiguous; anything else
+  holding a verdict word ("Probably accept", "Accept?", "Probably not accept", "Not reject") is unclear.
 - The last explicit verdict wins: a later tag overrides an earlier one, and so does prose after a tag that withdraws
   it with a bare verdict word as its own clause ("<verdict>Accept</verdict> ... no wait: reject" is a rejection, and
   the same with the words swapped an acceptance). Prose never counts otherwise, and prose before the first tag never.
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from .reasoning import THINK_OPEN, split_reasoning
@@ -43,16 +53,24 @@ _WORD = re.compile(r"(\w*?)(accept|reject)(\w*)", re.IGNORECASE)
 _CLAUSE_BREAK = re.compile(
     r"([.,;:!?\n]|\s[-\u2013\u2014]+\s|\b(?:but|so|therefore|hence|thus|because)\b)", re.IGNORECASE
 )
-_NEGATION = re.compile(r"\b(?:not|no|never|cannot|neither|nor|without)\b|n['\u2019]t\b", re.IGNORECASE)
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|cannot|neither|nor|without|non"
+    r"|dont|doesnt|didnt|cant|couldnt|wont|wouldnt|shouldnt|isnt|arent|wasnt|werent|mustnt)\b|n['\u2019]t\b",
+    re.IGNORECASE,
+)
 _HEDGE = re.compile(
-    r"\b(?:probably|maybe|perhaps|possibly|likely|might|could|if|unless|partly|partially|somewhat|tentatively"
-    r"|lean|leaning)\b",
+    r"\b(?:probably|maybe|perhaps|possibly|likely|might|if|unless|partly|partially|somewhat|tentatively"
+    r"|lean|leaning|whether|unsure|uncertain|unclear|doubt|doubtful)\b"
+    r"|\bcould\b(?!\s*(?:not\b|n['\u2019]t))|\bnot\s+(?:sure|certain|confident|clear)\b",
     re.IGNORECASE,
 )
 _EXACT_ACCEPT = re.compile(r"accept(?:ed)?", re.IGNORECASE)
 _EXACT_WORD = re.compile(r"(accept|reject)(?:ed)?", re.IGNORECASE)
 _REJECT_FORMS = {"", "ed", "s", "ing"}
+_ACCEPT_FORMS = {"", "ed", "s", "ing", "able"}  # negated, a rejection
 _DECORATION = " \t\r\n*_`\"'\u201c\u201d\u2018\u2019"
+_BRACKETS = "()[]{}"
+_AUXILIARY = re.compile(r"\b(?:do|does|did)\s+$", re.IGNORECASE)  # "do not reject": left out whole
 _ALTERNATIVE = re.compile(r"\s*(?:or|/|\|)\s*", re.IGNORECASE)
 
 
@@ -151,34 +169,91 @@ def _clauses(content: str) -> list[tuple[str, str]]:
     return [(clause, end) for clause, end in pairs if clause.strip(_DECORATION)]
 
 
-def _tag_reading(content: str) -> Reading | None:
-    """What one ``<verdict>`` tag says, or ``None`` when it holds neither word."""
-    explicit_accept = doubtful = both = mentioned = False
-    for clause, end in _clauses(content):
-        words = list(_WORD.finditer(clause))
-        if not words:
-            continue
-        mentioned = True
-        if len({w.group(2).lower() for w in words}) > 1:
-            both = True
-            continue
-        word = words[0]
-        negated = word.group(1).lower() in ("un", "non") or _NEGATION.search(clause, 0, word.start()) is not None
-        hedged = end == "?" or _HEDGE.search(clause) is not None
-        if word.group(2).lower() == "reject":
-            if not negated and not hedged and word.group(3).lower() in _REJECT_FORMS:
-                return "reject"
-            if not negated:  # a hedged or asked rejection; a negated one is consistent with accepting
-                doubtful = True
-        elif _EXACT_ACCEPT.fullmatch(clause.strip(_DECORATION)) and end != "?":
-            explicit_accept = True
+@dataclass(frozen=True)
+class _Clause:
+    """What one clause of a tag says: a rejection (an explicit one or a negated acceptance), a plain acceptance
+    (the clause is exactly the word), a negated rejection, both words plain (ambiguous), or a doubtful mention."""
+
+    rejects: bool = False
+    negated_accept_only: bool = False
+    accepts: bool = False
+    negated_reject: bool = False
+    ambiguous: bool = False
+    doubtful: bool = False
+
+
+def _negated(clause: str, word: re.Match[str], after: int) -> bool:
+    """Whether ``word`` is negated: a prefix *un*/*non*, or a negation between ``after`` (the end of the previous
+    verdict word, or 0) and the word."""
+    return word.group(1).lower() in ("un", "non") or _NEGATION.search(clause, after, word.start()) is not None
+
+
+def _negation_start(clause: str, word: re.Match[str], after: int) -> int:
+    """Where the negation of a negated ``word`` starts (the span "not reject" left out of an acceptance)."""
+    found = _NEGATION.search(clause, after, word.start())
+    start = found.start() if found is not None else word.start()
+    auxiliary = _AUXILIARY.search(clause, after, start)
+    return auxiliary.start() if auxiliary is not None else start
+
+
+def _read_clause(clause: str, end: str) -> _Clause | None:
+    """What one clause says (``None``: no verdict word in it); ``end`` is the break after it."""
+    words = list(_WORD.finditer(clause))
+    if not words:
+        return None
+    hedged = end == "?" or _HEDGE.search(clause) is not None
+    if hedged:
+        return _Clause(doubtful=True)
+    explicit_reject = negated_accept = negated_reject = plain_accept = other_reject = False
+    kept = clause  # the clause with its negated rejections left out: what an acceptance must be exactly
+    after = 0
+    for word in words:
+        negated = _negated(clause, word, after)
+        stem, form = word.group(2).lower(), word.group(3).lower()
+        if stem == "reject":
+            if negated:
+                negated_reject = True
+                start = _negation_start(clause, word, after)
+                kept = kept[:start] + " " * (word.end() - start) + kept[word.end():]
+            elif form in _REJECT_FORMS:
+                explicit_reject = True
+            else:
+                other_reject = True
+        elif negated:
+            if word.group(1).lower() in ("un", "non") and _NEGATION.search(clause, after, word.start()):
+                return _Clause(doubtful=True)  # "not unacceptable": a double negation decides nothing
+            if form in _ACCEPT_FORMS:
+                negated_accept = True
+            else:
+                return _Clause(doubtful=True)
         else:
-            doubtful = True
-    if both:
+            plain_accept = True
+        after = word.end()
+    if plain_accept and (explicit_reject or other_reject):
+        return _Clause(ambiguous=True)  # "Accept or Reject", "accept/reject"
+    if explicit_reject:
+        return _Clause(rejects=True)
+    if negated_accept:
+        return _Clause(rejects=not negated_reject, negated_accept_only=not negated_reject, doubtful=negated_reject)
+    if plain_accept:
+        exact = _EXACT_ACCEPT.fullmatch(kept.strip(_DECORATION + _BRACKETS).strip(_DECORATION))
+        return _Clause(accepts=exact is not None, negated_reject=negated_reject, doubtful=exact is None)
+    return _Clause(negated_reject=negated_reject, doubtful=other_reject)
+
+
+def _tag_reading(content: str) -> Reading | None:
+    """What one ``<verdict>`` tag says (rules in the module docstring), or ``None`` when it holds neither word."""
+    read = [c for c in (_read_clause(clause, end) for clause, end in _clauses(content)) if c is not None]
+    if not read:
+        return None
+    negated_reject = any(c.negated_reject for c in read)
+    if any(c.rejects and not (c.negated_accept_only and negated_reject) for c in read):
+        return "reject"
+    if any(c.ambiguous for c in read):
         return "ambiguous"
-    if explicit_accept and not doubtful:
+    if any(c.accepts for c in read) and not any(c.doubtful or c.negated_accept_only for c in read):
         return "accept"
-    return "unclear" if mentioned else None
+    return "unclear"
 
 
 def _prose_reading(prose: str) -> VerdictWord | None:

@@ -9,7 +9,8 @@ sees another mask's views or verdict. (Several masks in one call: ``verify_group
 
 A mask whose verification call fails for a backend reason (out of memory, a server error, an image
 the processor refuses) gets a verdict with ``source="error"``: the mask is kept, the failure is
-recorded, and the other masks are still verified.
+recorded, and the other masks are still verified. Such a mask, and one whose answers stayed unusable, is never
+recorded as accepted: its verdict is ``"unconfirmed"``.
 
 The calls are independent, so a backend that supports batches (``vlm.base.BatchVLM``) answers
 ``batch_size`` of them at once; other backends, and ``batch_size=1``, verify one mask at a time.
@@ -121,9 +122,9 @@ def verify_masks(
     A response without a usable verdict (missing, both words, negated, hedged or asked, or cut off
     inside its reasoning; see ``verdicts.parse_verdict``) gets one correction in the same isolated
     conversation; if the second response is unusable too, the mask is kept (a rejection would lose
-    it for good, while the main model still decides what to select) and the verdict is marked
-    ``source="fallback"``. A backend fault while verifying one mask gives that mask a verdict with
-    ``source="error"`` (kept, with the reason in ``error``); the other masks are still verified (a
+    it for good, while the main model still decides what to select), not confirmed: its verdict is
+    ``"unconfirmed"`` with ``source="fallback"``. A backend fault while verifying one mask gives that mask an
+    ``"unconfirmed"`` verdict with ``source="error"`` (kept, with the reason in ``error``); the other masks are still verified (a
     failed batch is verified again mask by mask, to find the one that fails).
 
     With ``batch_size`` > 1 and a backend that supports batches, masks are verified
@@ -183,7 +184,7 @@ def _verdict(
     verdict, _error = read_verdict(outputs[-1])
     return MaskVerdict(
         mask_number=number,
-        verdict=verdict if verdict is not None else "accept",
+        verdict=verdict if verdict is not None else "unconfirmed",
         source="model" if verdict is not None else "fallback",
         outputs=tuple(g.text for g in outputs),
         mask_view=views[0],
@@ -216,10 +217,10 @@ def _verify_one(
 def _error_verdict(
     number: int, outputs: Sequence[Generation], views: tuple[ImagePart, ImagePart], seconds: float, reason: str
 ) -> MaskVerdict:
-    """The record of a mask whose verification call failed: kept, with the reason."""
+    """The record of a mask whose verification call failed: kept unconfirmed, with the reason."""
     return MaskVerdict(
         mask_number=number,
-        verdict="accept",
+        verdict="unconfirmed",
         source="error",
         outputs=tuple(g.text for g in outputs),
         mask_view=views[0],

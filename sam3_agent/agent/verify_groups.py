@@ -5,9 +5,10 @@ group is one isolated call: the verification system prompt, the raw image and th
 photo with only the group's masks drawn and numbered with their own numbers (``verify_views.render_group_view``,
 the photo's tokens once per group instead of about 500 tokens per mask), and the question naming them. The answer
 gives one line per mask, read by ``verdicts.parse_group_verdicts``: a mask without exactly one clear verdict is
-asked about once more in the same conversation (only those masks), and is kept as ``source="fallback"`` if the
-second answer is no clearer, as the per-mask path does. A backend fault keeps the group's masks with
-``source="error"``. Groups are independent: a backend that supports batches answers ``batch_size`` groups at once.
+asked about once more in the same conversation (only those masks), and is kept unconfirmed (verdict
+``"unconfirmed"``, ``source="fallback"``) if the second answer is no clearer, as the per-mask path does. A backend
+fault keeps the group's masks unconfirmed with ``source="error"``. Groups are independent: a backend that supports
+batches answers ``batch_size`` groups at once.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def _verify_batch(
                                                              max_new_tokens, stop, bounds)]
         logger.warning("verification of masks %s failed: %s", numbers_text(groups[0]), fault)
         share = (time.perf_counter() - started) / len(groups[0])
-        return [MaskVerdict(mask_number=n, verdict="accept", source="error", outputs=(), mask_view=views[0],
+        return [MaskVerdict(mask_number=n, verdict="unconfirmed", source="error", outputs=(), mask_view=views[0],
                             zoom_view=None, seconds=share, error=str(fault), group=groups[0]) for n in groups[0]]
     share = (time.perf_counter() - started) / sum(len(g) for g in groups)
     records = []
@@ -179,7 +180,7 @@ def _verify_batch(
             verdict = reading[n][0]
             records.append(MaskVerdict(
                 mask_number=n,
-                verdict=verdict if verdict is not None else "accept",  # type: ignore[arg-type]
+                verdict=verdict if verdict is not None else "unconfirmed",  # type: ignore[arg-type]
                 source="model" if verdict is not None else "fallback",
                 outputs=texts,
                 mask_view=view,

@@ -4,7 +4,8 @@ sam3_agent.bench.batch``) and how legible the overlay's numbers are at 10 to 200
 sam3_agent.bench.labels``), the bytes the Run tab streams for a long reasoning (``python -m
 sam3_agent.bench.streaming``), the fast path against plain ``generate`` on each tiny model family (``python -m
 sam3_agent.bench.families``, over ``run``'s scripted run) and the VLM tokens of a run against the reference's
-(``python -m sam3_agent.bench.tokens``, counted by ``token_count``).
+(``python -m sam3_agent.bench.tokens``, counted by ``token_count``), and tracking a clip, ours against
+transformers' plain recipes (``python -m sam3_agent.bench.video``, each case run by ``video_run``).
 
 The speed benchmark (``__main__``) runs a fixed scripted run (segment_phrase twice, examine_each_mask over 6
 masks, select_masks_and_return) on a real photo, once with every optimisation off and once with all on, in one

@@ -4,7 +4,9 @@
 The run is the command line's path with zero-cost model doubles: ``agent.start`` with the photo's file, a
 ``TraceWriter`` saving after every round, then ``cli.run.write_outputs`` (final trace, final_overlay.png,
 final_masks.json). CPU seconds are process CPU time (every thread, the writer's too) minus the doubles' own
-CPU time. ``--app`` instead drives the app's run handler to its answer and its trace download.
+CPU time. ``--no-postprocess`` hands the product the stand-in SAM 3's full-size masks instead of its mask logits
+(``sam_outputs``: SAM 3's post-processing left out, as the reference's stand-in leaves it out unless asked).
+``--app`` instead drives the app's run handler to its answer and its trace download.
 """
 
 from __future__ import annotations
@@ -138,9 +140,9 @@ class Counters:
 
 
 def _run(width: int, height: int, count: int, photo: bytes, image: Image.Image, out: Path,
-         background: bool = True, record: bool = False) -> dict[str, Any]:
+         background: bool = True, record: bool = False, postprocess: bool = True) -> dict[str, Any]:
     """One run to its written outputs; returns its trace, CPU seconds (ours) and the writer's share."""
-    segmenter = PostProcessedSegmenter(count)
+    segmenter = PostProcessedSegmenter(count, postprocess=postprocess)
     vlm, verifier = ReplayVLM(count, False, record), ReplayVLM(count, True, record)
     agent = Agent(vlm, segmenter, AgentConfig(), verifier=verifier)
     writer_cpu = [0.0]
@@ -232,12 +234,14 @@ def _top_costs(profile: cProfile.Profile, limit: int = 8) -> list[tuple[str, flo
 
 
 def measure_case(width: int, height: int, count: int, repeats: int, profile: bool,
-                 schema1: bool = True) -> dict[str, Any]:
+                 schema1: bool = True, postprocess: bool = True) -> dict[str, Any]:
+    """One case's figures (see ``nonmodel.main``); ``postprocess``: through SAM 3's post-processing (the default) or
+    handed its full-size masks."""
     photo = photo_file(width, height)
     image = load_image(photo)
     with tempfile.TemporaryDirectory(prefix="sam3_bench_") as tmp:
         with Counters() as counters, PeakRss() as rss:  # first run: memory, counts, views
-            first = _run(width, height, count, photo, image, Path(tmp) / "first", record=True)
+            first = _run(width, height, count, photo, image, Path(tmp) / "first", record=True, postprocess=postprocess)
         result: dict[str, Any] = {
             "case": [width, height, count],
             "peak_extra_mb": (rss.peak - rss.start) / 2**20,
@@ -246,6 +250,7 @@ def measure_case(width: int, height: int, count: int, repeats: int, profile: boo
             "pairs_compared": counters.compared,
             "pairs_compared_without_box_overlap": counters.compared_without_box_overlap,
             "status": first["trace"].status,
+            "postprocess": postprocess,
             "final_masks": len(first["trace"].final_masks or ()),
         }
         try:
@@ -256,14 +261,15 @@ def measure_case(width: int, height: int, count: int, repeats: int, profile: boo
             result["views_equal"], result["views_compared"], result["reopen_error"] = 0, 0, str(error)
         result["zip_bytes"] = len(zip_files(first["writer"].files()))
         result["schema1_zip_bytes"] = schema1_zip_size(first["trace"]) if schema1 else None
-        runs = [_run(width, height, count, photo, image, Path(tmp) / f"run{i}") for i in range(repeats)]
+        runs = [_run(width, height, count, photo, image, Path(tmp) / f"run{i}", postprocess=postprocess)
+                for i in range(repeats)]
         best = min(runs, key=lambda r: r["cpu"])
         result["cpu"] = [r["cpu"] for r in runs]
         result["writer_cpu"] = best["writer_cpu"]
         if profile:
             profiler = cProfile.Profile()
             profiler.enable()
-            _run(width, height, count, photo, image, Path(tmp) / "profiled", background=False)
+            _run(width, height, count, photo, image, Path(tmp) / "profiled", background=False, postprocess=postprocess)
             profiler.disable()
             result["top_costs"] = _top_costs(profiler)
     return result
@@ -333,10 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--app", action="store_true", help="measure the app's finish path instead")
     parser.add_argument("--no-schema1", dest="schema1", action="store_false",
                         help="skip the schema-1 size (it PNG-encodes every full-size view: minutes at 16 MP)")
+    parser.add_argument("--no-postprocess", dest="postprocess", action="store_false",
+                        help="hand the product full-size masks: SAM 3's post-processing left out (the reference's row)")
     args = parser.parse_args(argv)
     width, height, count = args.case
     result = measure_app(width, height, count) if args.app else measure_case(width, height, count, args.repeat,
-                                                                             args.profile, args.schema1)
+                                                                             args.profile, args.schema1,
+                                                                             args.postprocess)
     result["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

@@ -3,8 +3,12 @@
 Run by an interpreter that has ``sam3`` 0.1.4 installed (its own venv; nothing of it is part of this project):
 ``PYTHON sam3_agent/bench/reference_loop.py --case W H N`` prints ``{"cpu": seconds}``, the best of ``--repeat``
 runs of ``sam3.agent.inference.run_single_image_inference`` (its agent loop and everything it writes) with a
-zero-cost SAM 3 (``set_image`` / ``set_text_prompt`` hand over the scene's masks, computed before timing) and a
-replayed VLM (both phrases, examine, select every mask; the verifier accepts). With ``--requests DIR`` it runs once
+zero-cost SAM 3 (``set_image`` / ``set_text_prompt`` hand over the scene's full-size masks, computed before timing)
+and a replayed VLM (both phrases, examine, select every mask; the verifier accepts). With ``--postprocess`` the
+stand-in is given the same work as ours (``sam_outputs``): it hands over the scene's mask logits at SAM 3's mask
+resolution (``scene.mask_logits``) after the reference's own post-processing of them, the steps of its
+``Sam3Processor._forward_grounding`` (its ``data_misc.interpolate`` to the photo's size, bilinear, then sigmoid and
+> 0.5), inside the measured time. With ``--requests DIR`` it runs once
 and writes every request the loop sent to its VLM into ``DIR/requests.json`` (messages as the loop built them, each
 image path replaced by a copy named by its content, in ``DIR``), which ``bench.tokens`` counts; if the loop fails, the
 requests it sent until then are written with its error (at 100 masks it cannot save the overlay of the masks it
@@ -35,12 +39,14 @@ from pathlib import Path
 import numpy as np
 
 if __package__:
-    from .scene import PHRASES, QUERY, detections, photo_file
+    from .scene import PHRASES, QUERY, detections, mask_logits, photo_file
 else:  # run as a file by the reference's own interpreter (see above): load the scene beside it by path
     _spec = importlib.util.spec_from_file_location("scene", Path(__file__).with_name("scene.py"))
     _scene = sys.modules["scene"] = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
     _spec.loader.exec_module(_scene)  # type: ignore[union-attr]
     PHRASES, QUERY, detections, photo_file = _scene.PHRASES, _scene.QUERY, _scene.detections, _scene.photo_file
+    mask_logits = _scene.mask_logits
+SCORE_THRESHOLD = 0.5  # the reference processor's confidence_threshold (and ours): the masks it upsamples
 
 CHECK_PROMPT = "placeholder verification system prompt"
 MAIN_PROMPT = "placeholder system prompt"
@@ -71,7 +77,8 @@ _CHECK_TEXT = CHECK_PROMPT  # the verification system prompt the loop sends (a p
 
 
 class FakeProcessor:
-    """SAM 3's image processor API with answers computed beforehand: no model cost."""
+    """SAM 3's image processor API with answers computed beforehand: no model cost. An answer holding
+    ``masks_logits_small`` (float (N, 288, 288)) is post-processed as the reference's processor does, when asked."""
 
     def __init__(self, answers: dict) -> None:
         self.answers = answers
@@ -80,19 +87,35 @@ class FakeProcessor:
         return {}
 
     def set_text_prompt(self, state: dict, prompt: str) -> dict:
-        return dict(self.answers[prompt])
+        answer = dict(self.answers[prompt])
+        small = answer.pop("masks_logits_small", None)
+        if small is not None:  # the steps of the reference's Sam3Processor._forward_grounding after its model
+            from sam3.model.data_misc import interpolate
+
+            height, width = answer.pop("size")
+            probabilities = interpolate(small.unsqueeze(1), (height, width), mode="bilinear",
+                                        align_corners=False).sigmoid()
+            answer["masks_logits"] = probabilities
+            answer["masks"] = probabilities > 0.5
+        return answer
 
 
-def answers_for(width: int, height: int, count: int) -> dict:
+def answers_for(width: int, height: int, count: int, postprocess: bool = False) -> dict:
+    """Per phrase what the stand-in hands over: the kept blobs' full-size masks, or with ``postprocess`` their mask
+    logits (``scene.mask_logits``) to be post-processed inside the measured time; boxes and scores either way."""
     import torch
 
     out = {}
     for phrase in PHRASES:
-        blobs = detections(width, height, count, phrase)
-        masks = torch.from_numpy(np.stack([b.mask(width, height) for b in blobs])[:, None])
+        blobs = [b for b in detections(width, height, count, phrase) if b.score >= SCORE_THRESHOLD]
         boxes = torch.tensor([b.box(width, height) for b in blobs], dtype=torch.float32)
         scores = torch.tensor([b.score for b in blobs], dtype=torch.float32)
-        out[phrase] = {"masks": masks, "boxes": boxes, "scores": scores}
+        out[phrase] = {"boxes": boxes, "scores": scores}
+        if postprocess:
+            out[phrase].update(masks_logits_small=torch.from_numpy(mask_logits(blobs, width, height)),
+                               size=(height, width))
+        else:
+            out[phrase]["masks"] = torch.from_numpy(np.stack([b.mask(width, height) for b in blobs])[:, None])
     return out
 
 
@@ -157,12 +180,14 @@ def main() -> int:
     parser.add_argument("--case", type=int, nargs=3, metavar=("W", "H", "MASKS"), required=True)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--requests", type=Path, help="run once and write every request sent to the VLM here")
+    parser.add_argument("--postprocess", action="store_true",
+                        help="hand over mask logits post-processed by the reference's own steps, inside the time")
     args = parser.parse_args()
     width, height, count = args.case
     inference = load_reference()
     from sam3.agent.client_sam3 import call_sam_service
 
-    answers = answers_for(width, height, count)
+    answers = answers_for(width, height, count, args.postprocess)
     best = float("inf")
     with tempfile.TemporaryDirectory(prefix="sam3_reference_") as tmp:
         photo = Path(tmp) / "photo.jpg"

@@ -87,6 +87,24 @@ def detections(width: int, height: int, count: int, phrase: str) -> list[Blob]:
     return blobs + duplicates
 
 
+MASK_SIDE = 288  # facebook/sam3's mask logits: 4x its 72 x 72 patch grid (1008 px input)
+LOGIT = 8.0  # mask logit inside (+) and outside (-) a blob: a sharp edge, as a confident SAM 3 gives
+
+
+def mask_logits(blobs: list[Blob], width: int, height: int, queries: int | None = None) -> np.ndarray:
+    """The mask logits SAM 3 would give for ``blobs`` on a ``width`` x ``height`` photo: float32
+    (max(len(blobs), queries), ``MASK_SIDE``, ``MASK_SIDE``), +``LOGIT`` inside each blob drawn at that resolution and
+    -``LOGIT`` elsewhere (queries past the blobs: -``LOGIT`` everywhere). Both sides' stand-ins start from these, so
+    each upsamples the same logits when its SAM 3 post-processing is measured."""
+    count = max(len(blobs), queries or 0)
+    sx, sy = MASK_SIDE / width, MASK_SIDE / height
+    logits = np.full((count, MASK_SIDE, MASK_SIDE), -LOGIT, dtype=np.float32)
+    for index, blob in enumerate(blobs):
+        small = Blob(blob.cx * sx, blob.cy * sy, blob.rx * sx, blob.ry * sy, blob.phase, blob.score, blob.grow)
+        logits[index][small.mask(MASK_SIDE, MASK_SIDE)] = LOGIT
+    return logits
+
+
 def masks_of(blobs: list[Blob], width: int, height: int) -> Iterator[np.ndarray]:
     """The blobs' masks, bool (H, W), one at a time."""
     for blob in blobs:

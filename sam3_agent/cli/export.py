@@ -3,7 +3,8 @@
 
 Writes the agent's answer with the hand edits recorded in the trace applied, as COCO JSON (RLE or polygon masks),
 YOLO segmentation labels, one PNG per mask and/or a bundle .zip; TRACE is a trace folder, its trace.json, a trace
-.zip or a bundle .zip.
+.zip or a bundle .zip. A video trace (its folder, ``video_trace.json`` or its ``.zip``) goes to ``export_video``:
+palette PNGs, YouTube-VIS JSON, an overlay video.
 """
 
 from __future__ import annotations
@@ -23,7 +24,17 @@ def export_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> 
     from ..correct.polygons import polygon_document
     from ..correct.saved import load_trace
     from ..correct.yolo import write_yolo
+    from ..video.saved import is_video_trace
+    from .export_video import VIDEO_FLAGS, export_video_command, given
 
+    if is_video_trace(args.trace):
+        return export_video_command(args, stdout, stderr)
+    refused = given(args, VIDEO_FLAGS)
+    if refused:
+        stderr.write(f"error: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} for a video trace, and "
+                     f"{args.trace} is not one: for a photo's trace use --coco FILE, --coco-polygons FILE, --yolo DIR, "
+                     "--png-dir DIR and/or --bundle FILE\n")
+        return EXIT_INPUT
     if not (args.coco or args.coco_polygons or args.yolo or args.png_dir or args.bundle):
         stderr.write("error: nothing to write: give --coco FILE, --coco-polygons FILE, --yolo DIR, --png-dir DIR "
                      "and/or --bundle FILE\n")

@@ -1,7 +1,9 @@
 """The command line's model and agent flags, shared by ``run``, ``batch`` and ``eval`` (one definition, one reading).
 
 ``add_model_arguments`` declares them on a subcommand's parser; ``backend_settings`` and ``agent_config`` turn the
-parsed values into ``presets.BackendSettings`` and ``agent.AgentConfig``. Only light modules are imported at the top
+parsed values into ``presets.BackendSettings`` and ``agent.AgentConfig``. ``add_video_arguments`` declares the video
+options of ``video``, ``batch`` and ``eval`` (the newcomer mode, clip caps), ``video_config`` and ``clip_caps`` read
+them. Only light modules are imported at the top
 (defaults come from ``limits`` and ``vlm.timeouts``), so ``--help`` loads no model library: ``presets`` (torch) is
 imported when settings are built.
 """
@@ -18,6 +20,8 @@ from ..limits import (
     DEFAULT_SCORE_THRESHOLD,
     DEFAULT_VERIFY_BATCH_SIZE,
     MAX_IMAGE_PIXELS,
+    MAX_MAIN_IMAGES,
+    MAX_MAIN_IMAGES_WITH_TILES,
     MAX_ROUNDS_LIMIT,
 )
 from ..tiny import TINY_VLM_KINDS
@@ -63,6 +67,7 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add_decoding_arguments(parser)
     add_tool_format_argument(parser)
+    add("--dense-tiles", action="store_true", help=DENSE_TILES_HELP)
     add("--max-image-pixels", type=int, default=MAX_IMAGE_PIXELS,
         help=f"{image_limit_help} (default {MAX_IMAGE_PIXELS:,})")
     add("--verify-batch-size", type=int,
@@ -72,6 +77,14 @@ def add_model_arguments(parser: Any, *, image_limit_help: str = "refuse input im
         help="recompute every prompt in full with transformers' generate (same output on CPU in float32, slower; "
              "saves the KV caches' memory)")
 
+
+
+# --dense-tiles (command line) and --dense-tiles on|off (the app): the opt-in of ``AgentConfig.dense_tiles``
+DENSE_TILES_HELP = (
+    "opt-in: a dense set's overlay also goes to the main VLM as four enlarged tiles, so a main request holds up to "
+    f"{MAX_MAIN_IMAGES_WITH_TILES} images (a VLM server must allow {MAX_MAIN_IMAGES_WITH_TILES}); default: at most "
+    f"{MAX_MAIN_IMAGES}, the photo and the overlay, as in the reference agent, a dense overlay drawn at the VLM's "
+    "pixel budget")
 
 
 def add_tool_format_argument(parser: Any, default: str | None = "reference") -> None:
@@ -152,7 +165,8 @@ def agent_config(args: argparse.Namespace, backend_record: dict[str, Any] | None
     planned = (backend_record or {}).get("verify_batch_size", DEFAULT_VERIFY_BATCH_SIZE)
     batch = args.verify_batch_size if args.verify_batch_size is not None else planned
     return AgentConfig(max_rounds=args.max_rounds, score_threshold=args.score_threshold, verify_batch_size=batch,
-                       tool_format=getattr(args, "tool_format", None) or "reference")
+                       tool_format=getattr(args, "tool_format", None) or "reference",
+                       dense_tiles=bool(getattr(args, "dense_tiles", False)))
 
 
 def with_planned_batch(config: AgentConfig, args: argparse.Namespace,
@@ -161,3 +175,47 @@ def with_planned_batch(config: AgentConfig, args: argparse.Namespace,
     if args.verify_batch_size is not None:
         return config
     return dataclasses.replace(config, verify_batch_size=agent_config(args, backend_record).verify_batch_size)
+
+
+def add_video_arguments(parser: Any) -> None:
+    """Declare the video options (newcomer mode, clip caps) on ``parser`` (a parser or an argument group): the
+    ``video`` command's, and a batch's for its video items."""
+    add = parser.add_argument
+    add("--newcomers", action="store_true",
+        help="also add objects that appear elsewhere in the clip: SAM 3's detector runs with the final phrase on the "
+             "frames and the verifier checks each new candidate (costs a detector call per frame and a VLM call per "
+             "candidate)")
+    add("--detect-every", type=int, default=1, metavar="N",
+        help="with --newcomers, run the detector on every N-th frame (default 1)")
+    add("--max-newcomer-checks", type=int, default=None, metavar="N",
+        help="with --newcomers, most verifier checks of new candidates (default 10)")
+    add("--max-frames", type=int, default=None, metavar="N", help="refuse clips with more frames (default 3,000)")
+    add("--max-seconds", type=float, default=None, metavar="S", help="refuse clips longer than this (default 600 s)")
+
+
+def video_config(args: argparse.Namespace) -> Any:
+    """The ``video.run.VideoConfig`` of the video flags.
+
+    Raises:
+        InputError: a count below 1 (the message names it).
+    """
+    from ..video.run import VideoConfig
+
+    extra = {} if args.max_newcomer_checks is None else {"max_newcomer_checks": args.max_newcomer_checks}
+    return VideoConfig(newcomers=args.newcomers, detect_every=args.detect_every, **extra)
+
+
+def clip_caps(args: argparse.Namespace) -> Any:
+    """The ``video.clip_caps.ClipCaps`` of the video flags (pixels per frame: ``--max-image-pixels``).
+
+    Raises:
+        InputError: a cap that is not a positive number.
+    """
+    from ..video.clip_caps import DEFAULT_CLIP_CAPS, ClipCaps
+
+    return ClipCaps(
+        max_frames=args.max_frames if args.max_frames is not None else DEFAULT_CLIP_CAPS.max_frames,
+        max_seconds=args.max_seconds if args.max_seconds is not None else DEFAULT_CLIP_CAPS.max_seconds,
+        max_pixels=args.max_image_pixels,
+        max_file_bytes=DEFAULT_CLIP_CAPS.max_file_bytes,
+    )

@@ -26,16 +26,29 @@ def build_parser(prog: str = "python -m sam3_agent") -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, help="output folder (created if needed)")
     add_model_arguments(run)
     run.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    export = commands.add_parser("export", help="write the corrected masks of a saved run (COCO, polygons, YOLO, PNGs, "
-                                                "bundle)")
-    export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip")
+    export = commands.add_parser(
+        "export", help="write the corrected masks of a saved run (COCO, polygons, YOLO, PNGs, bundle; for a video "
+                       "trace: palette PNGs, YouTube-VIS JSON, overlay video)",
+        description="Write the corrected masks of a saved run. A photo's trace: its hand edits are applied to the "
+                    "agent's masks. A video trace already stores the corrected masks (a correction replaces the "
+                    "frames it re-propagated; its edits are the history), so they are written as they are.")
+    export.add_argument("trace", help="trace folder, trace.json, trace .zip or bundle .zip; or a video trace (its "
+                                      "folder, video_trace.json or .zip)")
     export.add_argument("--coco", help="COCO instance-segmentation JSON file to write (RLE masks)")
     export.add_argument("--coco-polygons", metavar="FILE",
                         help="COCO instance-segmentation JSON file to write with polygon masks (holes cut in)")
     export.add_argument("--yolo", metavar="DIR",
                         help="folder for YOLO segmentation labels: data.yaml, images/ and labels/ (Ultralytics layout)")
-    export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...)")
+    export.add_argument("--png-dir", help="folder for one 0/255 PNG per mask (mask_001.png...); for a video trace, one "
+                                          "palette PNG per frame (00000.png...; pixel value = object id)")
     export.add_argument("--bundle", help="bundle .zip to write (image, query, agent and corrected masks, trace)")
+    export.add_argument("--ytvis", metavar="FILE",
+                        help="video trace: YouTube-VIS-style JSON file to write (RLE per frame per object)")
+    export.add_argument("--overlay-video", metavar="FILE",
+                        help="video trace: H.264 MP4 of the clip with its objects drawn (needs --video)")
+    export.add_argument("--video", metavar="CLIP",
+                        help="the clip the video trace was made on, for --overlay-video (a trace keeps masks, not "
+                             "frames; another clip is refused)")
     export.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     add_video_command(commands)
     add_dataset_commands(commands)  # batch, eval (sam3_agent.datasets)

@@ -30,6 +30,7 @@ from ..package_files import EXAMPLE_SCRIPT, shown_path
 from ..trace.encode import photo_file_of
 from ..trace.out_folder import check_out_folder, make_out_folder
 from ..trace.writer import write_atomic
+from ..verification import final_mask_checks
 from ..vlm.image_fit import ImageLimits, check_photo
 from .flags import agent_config, backend_settings, with_planned_batch
 from .signals import signals_deferred
@@ -70,8 +71,10 @@ class EventPrinter:
             write(f"  call: {_call_text(event.call)}\n")
         elif isinstance(event, MaskVerdictReady):
             v = event.verdict
-            source = {"model": "", "fallback": " (no verdict given; kept)"}.get(v.source, f" (check failed: {v.error}; kept)")
-            write(f"    mask {v.mask_number}/{event.total}: {v.verdict}{source}\n")
+            source = {"model": "", "fallback": " (no clear verdict, even when asked again; kept)"}.get(
+                v.source, f" (check failed: {v.error}; kept)")
+            verdict = "not confirmed" if v.verdict == "unconfirmed" else v.verdict
+            write(f"    mask {v.mask_number}/{event.total}: {verdict}{source}\n")
         elif isinstance(event, RoundFinished):
             r = event.round
             if r.call is None:
@@ -113,7 +116,7 @@ def write_outputs(trace: Trace, out: Path, writer: TraceWriter | None = None) ->
     final = trace.final_masks
     if final is not None and len(final):
         overlay = render_numbered_overlay(trace.image, final)
-        results = to_coco_results(final)
+        results = to_coco_results(final, checks=final_mask_checks(trace))
     else:
         overlay = trace.image.copy()
         results = []

@@ -25,20 +25,14 @@ from typing import Any, TextIO
 from ..errors import EXIT_BACKEND, EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_SAVE, EXIT_STOPPED, BackendError, InputError
 from ..messages import checked_query, terminal_safe
 from ..trace.out_folder import check_out_folder, make_out_folder
-from .flags import agent_config, backend_settings, with_planned_batch
-from .run import EventPrinter, tiny_preset_note
+from .flags import agent_config, backend_settings, clip_caps, video_config, with_planned_batch
 from .signals import signals_deferred
-
-TRACE_NAME = "video_trace.json"
-PNG_DIR = "masks"
-YTVIS_FILE = "tracks_ytvis.json"
-OVERLAY_FILE = "overlay.mp4"
 
 
 def add_video_command(commands: Any) -> None:
     """Declare ``video`` and its flags on the subcommands of the parser."""
     from ..limits import MAX_QUERY_CHARS
-    from .flags import add_model_arguments
+    from .flags import add_model_arguments, add_video_arguments
 
     video = commands.add_parser("video", help="answer a query over a clip: the agent on a keyframe, SAM 3 tracks "
                                               "what it chose; writes the trace, palette PNGs, YouTube-VIS JSON and an "
@@ -53,20 +47,9 @@ def add_video_command(commands: Any) -> None:
                        help="the frame the agent reasons on, 0-based (default 0, the first)")
     where.add_argument("--keyframe-time", type=float, default=None, metavar="S",
                        help="or the frame shown at S seconds into the clip")
-    video.add_argument("--newcomers", action="store_true",
-                       help="also add objects that appear elsewhere in the clip: SAM 3's detector runs with the final "
-                            "phrase on the frames and the verifier checks each new candidate (costs a detector call "
-                            "per frame and a VLM call per candidate)")
-    video.add_argument("--detect-every", type=int, default=1, metavar="N",
-                       help="with --newcomers, run the detector on every N-th frame (default 1)")
-    video.add_argument("--max-newcomer-checks", type=int, default=None, metavar="N",
-                       help="with --newcomers, most verifier checks of new candidates (default 10)")
     video.add_argument("--frame-rate", type=float, default=None, metavar="FPS",
                        help="frames per second of a folder or .zip of frames (a video file has its own times)")
-    video.add_argument("--max-frames", type=int, default=None, metavar="N",
-                       help="refuse clips with more frames (default 3,000)")
-    video.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                       help="refuse clips longer than this (default 600 s)")
+    add_video_arguments(video)
     video.add_argument("--no-overlay-video", dest="overlay_video", action="store_false",
                        help="do not write overlay.mp4 (the other outputs still are)")
     add_model_arguments(video, image_limit_help="refuse clips whose frames have more pixels than this")
@@ -84,22 +67,13 @@ def checked_video_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, 
         InputError: the first input refused; the message says what to change.
     """
     from ..video.clip import open_clip
-    from ..video.clip_caps import DEFAULT_CLIP_CAPS, ClipCaps
-    from ..video.run import VideoConfig
 
     settings = backend_settings(args)
     config = agent_config(args)
-    extra = {} if args.max_newcomer_checks is None else {"max_newcomer_checks": args.max_newcomer_checks}
-    video_config = VideoConfig(newcomers=args.newcomers, detect_every=args.detect_every, **extra)
+    options = video_config(args)
     query = checked_query(args.query)
     check_out_folder(args.out)
-    caps = ClipCaps(
-        max_frames=args.max_frames if args.max_frames is not None else DEFAULT_CLIP_CAPS.max_frames,
-        max_seconds=args.max_seconds if args.max_seconds is not None else DEFAULT_CLIP_CAPS.max_seconds,
-        max_pixels=args.max_image_pixels,
-        max_file_bytes=DEFAULT_CLIP_CAPS.max_file_bytes,
-    )
-    clip = open_clip(args.video, caps, frame_rate=args.frame_rate)
+    clip = open_clip(args.video, clip_caps(args), frame_rate=args.frame_rate)
     try:
         if args.keyframe_time is not None:
             keyframe = clip.info.index_at(args.keyframe_time)
@@ -111,7 +85,7 @@ def checked_video_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, 
     except InputError:
         clip.close()
         raise
-    return settings, config, video_config, clip, query, keyframe
+    return settings, config, options, clip, query, keyframe
 
 
 class TrackingBar:
@@ -159,10 +133,11 @@ def video_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> i
         VideoRunFinished,
     )
     from ..video.run import VideoAgent
+    from .run import EventPrinter, tiny_preset_note  # torch and the model wings: only once a run is asked for
 
     out = Path(args.out)
     try:
-        settings, config, video_config, clip, query, keyframe = checked_video_inputs(args)
+        settings, config, options, clip, query, keyframe = checked_video_inputs(args)
     except InputError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_INPUT
@@ -185,7 +160,7 @@ def video_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> i
             from ..agent.loop import Agent
 
             agent = Agent.from_backends(backends, config)
-            run = VideoAgent(agent, tracker, video_config).start(clip, query, keyframes=[keyframe])
+            run = VideoAgent(agent, tracker, options).start(clip, query, keyframes=[keyframe])
             make_out_folder(out)
         except InputError as error:
             stderr.write(f"error: {error}\n")
@@ -238,30 +213,13 @@ def _ids(ids: tuple[int, ...]) -> str:
     return ", ".join(str(i) for i in ids) or "none"
 
 
-def write_video_outputs(trace: Any, clip: Any, out: Path, overlay_video: bool = True) -> list[Path]:
-    """Write the trace, the palette PNGs, the YouTube-VIS JSON and (with ``overlay_video`` and the clip) the overlay
-    video into ``out``; returns what was written.
-
-    Raises:
-        TraceSaveError / OSError: a file could not be written.
-    """
-    from ..video.export import write_overlay_video, write_palette_pngs, write_ytvis
-    from ..video.saved import save_video_trace
-
-    written = [save_video_trace(trace, out)]
-    write_palette_pngs(trace.tracks, out / PNG_DIR)
-    written.append(out / PNG_DIR)
-    written.append(write_ytvis(trace, out / YTVIS_FILE))
-    if overlay_video and clip is not None:
-        written.append(write_overlay_video(trace, clip, out / OVERLAY_FILE))
-    return written
-
-
 def finish_video(trace: Any, clip: Any, out: Path, overlay_video: bool, stdout: TextIO, stderr: TextIO) -> int:
     """Write a finished (or stopped) video run's outputs and return its exit status (``EXIT_SAVE`` when a write
     failed)."""
     tracked = int(trace.timings.get("frames_tracked", 0))
     outcome = f"{trace.status}, {len(trace.tracks.objects)} object(s), {tracked} frame(s) tracked"
+    from ..video.outputs import write_video_outputs
+
     try:
         written = write_video_outputs(trace, clip, out, overlay_video)
     except (OSError, InputError) as error:

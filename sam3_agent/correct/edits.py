@@ -51,6 +51,7 @@ from ..edit_ops import (
 from ..errors import InputError, TraceFormatError
 from ..mask_set import Masks
 from ..types import Trace
+from ..verification import final_mask_checks
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class MaskItem:
         on: False when hidden.
         deleted: True when deleted.
         edited: True when its pixels were changed (or made) by hand.
+        check: what verification established of an agent mask (``verification.CHECK_STATES``: confirmed, not
+            confirmed, not examined); ``None`` for masks the agent did not answer with.
     """
 
     mask: np.ndarray
@@ -80,6 +83,7 @@ class MaskItem:
     on: bool = True
     deleted: bool = False
     edited: bool = False
+    check: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -94,13 +98,22 @@ class MaskItem:
     __hash__ = None  # type: ignore[assignment]
 
 
-def items_from_masks(masks: Masks | None, label: str) -> tuple[MaskItem, ...]:
-    """The agent's masks as items (label ``label``, their scores, origin ``"agent"``); none for ``None``."""
+def items_from_masks(masks: Masks | None, label: str, checks: Sequence[str] | None = None) -> tuple[MaskItem, ...]:
+    """The agent's masks as items (label ``label``, their scores, origin ``"agent"``, and ``checks``, one per mask,
+    as ``check``); none for ``None``."""
     if masks is None:
         return ()
+    states = list(checks) if checks is not None else [None] * len(masks)
     return tuple(
-        MaskItem(np.asarray(m, dtype=bool), label, float(s), AGENT_ORIGIN) for m, s in zip(masks.masks, masks.scores)
+        MaskItem(np.asarray(m, dtype=bool), label, float(s), AGENT_ORIGIN, check=c)
+        for m, s, c in zip(masks.masks, masks.scores, states)
     )
+
+
+def agent_items(trace: Trace, label: str) -> tuple[MaskItem, ...]:
+    """``trace``'s final masks as items, each with what verification established of it
+    (``verification.final_mask_checks``)."""
+    return items_from_masks(trace.final_masks, label, final_mask_checks(trace))
 
 
 # ------------------------------------------------------------------ applying operations
@@ -205,7 +218,7 @@ class EditState:
             TraceFormatError: the recorded edits do not apply to the trace's masks.
         """
         label = trace.query.strip() or "object"
-        state = EditState(items_from_masks(trace.final_masks, label), trace.image.height, trace.image.width, label,
+        state = EditState(agent_items(trace, label), trace.image.height, trace.image.width, label,
                           tuple(trace.edits), len(trace.edits))
         try:
             _ = state.items  # replay now, so edits that do not apply fail at load time

@@ -6,7 +6,8 @@ COCO document for one image (loads with ``pycocotools.coco.COCO``)::
     categories   [{id, name}]   one per distinct label, in order of first use, ids from 1
     annotations  [{id, image_id: 1, category_id, segmentation: {size: [H, W], counts: str}, bbox: [x, y, w, h]
                    (pixels), area (pixels), iscrowd: 0, score (only where SAM 3 produced the pixels),
-                   attributes: {edited_by_hand: bool, origin: str}}]
+                   attributes: {edited_by_hand: bool, origin: str, verification (an agent mask's:
+                   confirmed, not_confirmed or not_examined, ``verification.final_mask_checks``)}}]
 
 Empty masks (erased to nothing) are left out, with a logged warning: a COCO annotation with no pixel has no box
 and breaks most evaluation code.
@@ -48,7 +49,8 @@ from ..trace.load_limits import COMMAND_LINE_LIMITS, LoadLimits
 from ..trace.safe_decode import DecodeBudget, masks_for_image
 from ..trace.safe_read import MAX_ZIP_BYTES, ZipFiles, read_json, reading
 from ..types import Trace
-from .edits import EditState, MaskItem, items_from_masks
+from ..verification import CHECK_STATES
+from .edits import EditState, MaskItem, agent_items
 
 logger = logging.getLogger(__name__)
 
@@ -105,12 +107,19 @@ def coco_document(
         if item.score is not None:
             annotation["score"] = float(item.score)
         annotation["attributes"] = {"edited_by_hand": bool(item.edited), "origin": item.origin}
+        if item.check is not None:
+            annotation["attributes"]["verification"] = item.check
         annotations.append(annotation)
     return {
         "images": [{"id": int(image_id), "file_name": file_name, "width": int(width), "height": int(height)}],
         "categories": [{"id": cid, "name": name} for name, cid in categories.items()],
         "annotations": annotations,
     }
+
+
+def _check(value: Any) -> str | None:
+    """An annotation's ``verification`` attribute: one of ``verification.CHECK_STATES``, else ``None``."""
+    return value if value in CHECK_STATES else None
 
 
 def items_from_coco(document: Any, width: int, height: int, what: str = "the COCO file") -> list[MaskItem]:
@@ -145,7 +154,8 @@ def items_from_coco(document: Any, width: int, height: int, what: str = "the COC
             score = ann.get("score")
             items.append(MaskItem(mask, label, None if score is None else float(score),
                                   str(attributes.get("origin", AGENT_ORIGIN)),
-                                  edited=bool(attributes.get("edited_by_hand", False))))
+                                  edited=bool(attributes.get("edited_by_hand", False)),
+                                  check=_check(attributes.get("verification"))))
         except TraceFormatError as error:  # the mask does not fit the image; the message names the annotation
             raise InputError(str(error)) from None
         except (KeyError, TypeError, ValueError) as error:
@@ -209,7 +219,7 @@ def bundle_bytes(trace: Trace, state: EditState | None = None) -> bytes:
     else:
         state = EditState.from_trace(trace)
     width, height = trace.image.size
-    agent = items_from_masks(trace.final_masks, state.label)
+    agent = agent_items(trace, state.label)
     files = trace_files(trace)
     manifest = {
         "format": BUNDLE_FORMAT,
@@ -286,7 +296,7 @@ def bundle_from_files(archive: ZipFiles, limits: LoadLimits = COMMAND_LINE_LIMIT
         trace = trace_from_json(document, read, limits)
         width, height = trace.image.size
         state = EditState.from_trace(trace)
-        for name, expected in (("agent_masks.json", items_from_masks(trace.final_masks, state.label)),
+        for name, expected in (("agent_masks.json", agent_items(trace, state.label)),
                                ("corrected_masks.json", state.corrected_items())):
             try:
                 found = items_from_coco(_read_json(archive, name), width, height, name)

@@ -9,7 +9,9 @@ verifier's views).
 - ``legibility``: the VLM's pixel bounds (``PixelBounds``), the size it sees an image at, and the share of labels it
   can read (``legible_share``).
 - ``overlay``: the numbered overlay, at full size or shrunk for a page.
-- ``tiles``: a dense set's extra view: the overlay cut into four enlarged, overlapping tiles with the same numbers.
+- ``enlarged``: a dense set's overlay drawn at the VLM's pixel budget (the default: two images a main request).
+- ``tiles``: a dense set's extra view, opt-in (``AgentConfig.dense_tiles``): the overlay cut into four enlarged,
+  overlapping tiles with the same numbers.
 - ``verify_views``: the verifier's views, drawn at the size the VLM's processor uses: the photo small with one mask
   (locate), the close-up of one mask, the photo with a group of masks numbered (group).
 - ``views``: the single-mask and zoom views of renderers up to 3, and ``MaskView`` (the recipe a trace stores of

@@ -13,8 +13,8 @@ Placement (``place_labels``), for any count up to SAM 3's 200 masks per phrase:
 Size (``label_style``): the style of ``DrawStyle.for_size``, with the font shrunk for dense sets until all labels
 together cover at most ``LABEL_AREA_SHARE`` of the image, but never below ``MIN_DIGIT_PX_SEEN`` px at the size the
 VLM sees the overlay (``legibility.seen_scale`` under the VLM's ``PixelBounds``), and raised to that when the photo
-is shrunk a lot. A set whose font had to shrink is ``crowded``: the model then also gets the set in enlarged tiles
-(``tiles``).
+is shrunk a lot. A set whose font had to shrink is ``crowded``: its overlay is then drawn at the VLM's pixel budget
+(``enlarged``), or, with the opt-in tiles, the model also gets the set in four enlarged tiles (``tiles``).
 
 Hand-written: label placement is a small greedy search over an occupancy map (numpy); no maintained library
 places labels on raster masks (adjustText and the like work on matplotlib text artists, which this renderer
@@ -291,7 +291,7 @@ def crowded(width: int, height: int, count: int, bounds: PixelBounds = DEFAULT_B
     """True when the labels 1..``count`` of a ``width`` x ``height`` overlay lack room: more than ``DENSE_LABELS``
     of them, which in the legible font (digits ``MIN_DIGIT_PX_SEEN`` px or more where a VLM with pixel ``bounds``
     sees them) would cover more than ``LABEL_AREA_SHARE`` of the image, so ``label_style`` draws them smaller (down
-    to that floor). Such a set is also shown in enlarged tiles (``tiles``)."""
+    to that floor). Such a set's overlay is drawn enlarged (``enlarged``), or shown in tiles too (``tiles``, opt-in)."""
     return _scales(width, height, list(range(1, count + 1)), bounds)[1]
 
 

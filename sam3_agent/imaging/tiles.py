@@ -1,10 +1,13 @@
-"""Tiles: the extra view of a dense mask set. The photo cut into four overlapping quarters, each drawn enlarged with
-its masks in the overlay's colours and numbers, so a model that cannot make out a crowded overlay's small labels and
-small masks reads them in a part of the photo it sees larger.
+"""Tiles: the extra view of a dense mask set, an opt-in (``AgentConfig.dense_tiles``, ``--dense-tiles``: a main
+request then holds six images instead of the reference agent's two; the default keeps two and draws the dense overlay
+larger instead, ``enlarged``). The photo cut into four overlapping quarters, each drawn enlarged with its masks in the
+overlay's colours and numbers, so a model that cannot make out a crowded overlay's small labels and small masks reads
+them in a part of the photo it sees larger.
 
-When: a set is shown in tiles when its overlay is ``labels.crowded``: its labels, at the size where the VLM reads
-them, would cover more than ``labels.LABEL_AREA_SHARE`` of the photo, so the overlay draws them smaller. On the real
-photos of the benchmark that is the case at 100 and 200 masks, not at 50 (``python -m sam3_agent.bench.labels``).
+When (with the opt-in): a set is shown in tiles when its overlay is ``labels.crowded``: its labels, at the size where
+the VLM reads them, would cover more than ``labels.LABEL_AREA_SHARE`` of the photo, so the overlay draws them smaller.
+On the real photos of the benchmark that is the case at 100 and 200 masks, not at 50
+(``python -m sam3_agent.bench.labels``).
 
 Geometry (``tile_layouts``), reading order top left, top right, bottom left, bottom right:
 

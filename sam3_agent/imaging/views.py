@@ -1,12 +1,12 @@
 """Per-mask views and the recipes that draw views again: the photo with one mask drawn, the zoomed close-up of one
 mask (the verifier's views until renderer 3, kept so older traces draw as they were, the zoom's enlarged crop
 resampled as since renderer 5), and ``MaskView`` (which view of which mask or masks of which set: also the numbered
-overlay and its tiles, and the verifier's views since renderer 4, ``verify_views``, each drawn for the VLM's pixel
-bounds).
+overlay (at the photo's size, or a dense one enlarged: ``enlarged``) and its tiles, and the verifier's views since
+renderer 4, ``verify_views``, each drawn for the VLM's pixel bounds).
 
 Every view is a pure function of the photo and the masks, so a trace stores ``MaskView`` recipes instead of pixels
 and renders them again, identically, when it is opened (``RENDERER_VERSION`` is recorded with them: change it
-whenever a change in ``imaging`` (``draw``, ``digits``, ``regions``, ``labels``, ``overlay``, ``tiles``,
+whenever a change in ``imaging`` (``draw``, ``digits``, ``regions``, ``labels``, ``overlay``, ``enlarged``, ``tiles``,
 ``resample``, this module) changes a single pixel). An overlay's, a tile's and a verifier view's recipe also holds
 the VLM's ``PixelBounds`` it was drawn for.
 """
@@ -24,6 +24,7 @@ from .. import rle
 from ..mask_set import Masks
 from ..messages import ImagePart, images_equal
 from .draw import DrawStyle, draw_contour, draw_fill, mask_colors
+from .enlarged import enlarged_layout, render_enlarged_overlay
 from .legibility import DEFAULT_BOUNDS, PixelBounds
 from .overlay import render_numbered_overlay
 from .postprocess import boxes_from_masks
@@ -39,8 +40,9 @@ ZOOM_SEPARATOR_COLOR = (255, 255, 255)
 # imaging.digits (the same pixels on every OpenCV version); 4: the verifier's views drawn at the processor's size
 # (locate, closeup) and the group view (the overlay, tile, mask and zoom views are unchanged); 5: photo crops
 # enlarged by ``resample.resize_photo`` (Pillow's bicubic: the same pixels on every CPU, which OpenCV's was not), in
-# the zoom and close-up views and the tiles.
-RENDERER_VERSION = 5
+# the zoom and close-up views and the tiles; 6: a dense set's overlay may be drawn enlarged to the VLM's pixel budget
+# (``enlarged``, a recipe field: every view of renderer 5 draws the same pixels).
+RENDERER_VERSION = 6
 
 
 def _single_mask_view(image: Image.Image, regions: MaskRegions, k: int, color: np.ndarray) -> Image.Image:
@@ -217,6 +219,9 @@ class MaskView:
             size that VLM sees; a verifier view is drawn at the size its processor uses); recorded so a saved trace
             draws the view again identically. The ``"mask"`` and ``"zoom"`` views do not depend on them.
         indices: 0-based masks of a ``"group"`` view, distinct, in the order verified; ``None`` otherwise.
+        enlarged: an ``"overlay"`` drawn at the VLM's pixel budget (``enlarged.render_enlarged_overlay``: a dense set
+            within the two-image cap; a photo not enlarged under ``bounds``, which the agent never records so, is
+            drawn at its own size); ``False`` for every other view, and for an overlay at the photo's size.
 
     Raises:
         ValueError: an unknown kind, or an index, indices or tile missing where needed, given where not, out of
@@ -230,6 +235,7 @@ class MaskView:
     tile: int | None = None
     bounds: PixelBounds = DEFAULT_BOUNDS
     indices: tuple[int, ...] | None = None
+    enlarged: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in VIEW_KINDS:
@@ -250,9 +256,13 @@ class MaskView:
             raise ValueError(f"tile {self.tile} is out of range: there are {len(TILE_PLACES)} tiles")
         if not isinstance(self.bounds, PixelBounds):
             raise ValueError(f"bounds must be PixelBounds, got {type(self.bounds).__name__}")
+        if not isinstance(self.enlarged, bool) or (self.enlarged and self.kind != "overlay"):
+            raise ValueError(f"only an overlay is drawn enlarged, got enlarged={self.enlarged!r} for a {self.kind} view")
 
     def render(self) -> Image.Image:
         """The view's pixels."""
+        if self.kind == "overlay" and self.enlarged and enlarged_layout(*self.photo.size, self.bounds) is not None:
+            return render_enlarged_overlay(self.photo, self.masks, self.bounds)
         if self.kind == "overlay":
             return render_numbered_overlay(self.photo, self.masks, bounds=self.bounds)
         if self.kind == "tile":
@@ -273,6 +283,7 @@ class MaskView:
             and self.tile == other.tile
             and self.indices == other.indices
             and self.bounds == other.bounds
+            and self.enlarged == other.enlarged
             and self.masks == other.masks
             and (self.photo is other.photo or images_equal(self.photo, other.photo))
         )
@@ -283,6 +294,7 @@ class MaskView:
         which = "" if self.index is None else f", mask {self.index + 1}"
         which += "" if self.tile is None else f", tile {self.tile + 1} ({TILE_PLACES[self.tile]})"
         which += "" if self.indices is None else ", masks " + ", ".join(str(k + 1) for k in self.indices)
+        which += ", enlarged" if self.enlarged else ""
         return f"MaskView({self.kind}, {self.masks!r}{which})"
 
 

@@ -1,8 +1,9 @@
 """Model calls on ZeroGPU: the backends' calls registered as GPU work (``zerogpu.register``), each asking for the
 seconds its own work needs.
 
-``GpuVLM`` (each main request's stream; each verification batch), ``GpuSegmenter`` (each SAM 3 call) and
-``GpuPointSegmenter`` (each point click) stand in for the loaded backends in the main process: everything but the
+``GpuVLM`` (each main request's stream; each verification batch), ``GpuSegmenter`` (each SAM 3 call),
+``GpuPointSegmenter`` (each point click) and ``GpuVideoTracker`` (each chunk of tracked frames) stand in for the loaded
+backends in the main process: everything but the
 model calls is the wrapped object's own (names, image limits, the tokenizer-only ``phrase_cut``...). The models stay
 where they were loaded, once per process; a call sends only its inputs (messages, the photo) to the worker.
 
@@ -14,6 +15,7 @@ timings): Qwen3-VL-8B in bfloat16 and SAM 3 in float32 on ZeroGPU's default slic
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import threading
@@ -37,6 +39,13 @@ SAM3_IMAGE_SECONDS = 3  # SAM 3's image encoder at 1008 x 1008 in float32 (skipp
 SAM3_PROMPT_SECONDS = 2  # its text, detection and mask heads for one phrase, masks upsampled to the photo
 SAM3_POINT_SECONDS = 1  # the point model's prompt encoder and mask decoder for one click
 FALLBACK_NEW_TOKENS = 1024  # a VLM that does not say its token budget
+# Video tracking, per frame (estimates from arithmetic, not measured: FLOPs at half the slice's float32 peak, then
+# doubled). The image encoder is ~450 M weights over 5,184 tokens (~4.7 TFLOP a frame, ~0.16 s); each object's
+# memory attention (4 layers, 5,184 queries over ~36 k memory tokens, 256 wide) is ~0.8 TFLOP (~0.03 s).
+SAM3_TRACK_FRAME_SECONDS = 0.35  # one frame: image encoder, the tracker's neck and the first object
+SAM3_TRACK_OBJECT_SECONDS = 0.06  # each further object on that frame
+TRACK_CALL_SECONDS = 60  # the most one tracking call asks for (a shorter ask queues sooner; ~140 frames, one object)
+TRACK_CALL_FRAME_BYTES = 512 * 1024**2  # most frame pixels (RGB) sent to one call: 86 frames at 1080p, 194 at 720p
 
 
 def prompt_tokens(messages: Sequence[Message], max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
@@ -67,6 +76,22 @@ def sam3_seconds() -> float:
 def point_seconds() -> float:
     """GPU seconds of one point click (start, image encode, the point model's decoder)."""
     return CALL_START_SECONDS + SAM3_IMAGE_SECONDS + SAM3_POINT_SECONDS
+
+
+def tracking_seconds(frames: int, objects: int) -> float:
+    """GPU seconds of one tracking call over ``frames`` frames (the prompt frame counted as one) of ``objects``
+    objects: start, then each frame's encoder and tracker (``SAM3_TRACK_*``, estimates)."""
+    per_frame = SAM3_TRACK_FRAME_SECONDS + max(0, objects - 1) * SAM3_TRACK_OBJECT_SECONDS
+    return CALL_START_SECONDS + frames * per_frame
+
+
+def chunk_frames(objects: int, width: int, height: int, call_seconds: float = TRACK_CALL_SECONDS) -> int:
+    """How many frames one tracking call takes: as many as fit ``call_seconds`` (:func:`tracking_seconds`) and
+    ``TRACK_CALL_FRAME_BYTES`` of RGB pixels at ``width`` x ``height``; at least 1."""
+    per_frame = SAM3_TRACK_FRAME_SECONDS + max(0, objects - 1) * SAM3_TRACK_OBJECT_SECONDS
+    by_time = math.floor((call_seconds - CALL_START_SECONDS) / per_frame + 1e-9)
+    by_bytes = TRACK_CALL_FRAME_BYTES // max(1, 3 * width * height)
+    return max(1, min(by_time, by_bytes))
 
 
 def schema_tokens(tools: list[dict[str, Any]] | None) -> int:
@@ -220,3 +245,56 @@ class GpuPointSegmenter(_Proxy):
         super().__init__(point_segmenter)
         self.segment_points = register(f"{key}.segment_points", point_segmenter.segment_points,
                                        lambda *args, **kwargs: point_seconds())
+
+
+class GpuVideoTracker(_Proxy):
+    """SAM 3's video tracker whose ``track`` runs as GPU calls of bounded seconds, each a chunk of frames.
+
+    The main process pulls the frames, sends each chunk (at most :func:`chunk_frames` frames: ``call_seconds`` of
+    work and ``TRACK_CALL_FRAME_BYTES`` of pixels) with the state the previous chunk handed back, and streams the
+    tracked frames back as they come; the state between chunks lives on the CPU and travels pickled
+    (``sam.video_memory.TrackingState``: the tracker's memory window, a few MB). Each call asks for what its own
+    frames need (:func:`tracking_seconds`). ``stop`` is watched here between frames: the call in progress is closed
+    (its generator ends on the worker) and nothing more is sent.
+    """
+
+    def __init__(self, tracker: Any, key: str, call_seconds: float = TRACK_CALL_SECONDS) -> None:
+        super().__init__(tracker)
+        self.call_seconds = call_seconds
+
+        def chunk_on_worker(state: Any, frames: list, prompts: Any, num_frames: int, reverse: bool) -> Iterator[Any]:
+            items = tracker.track_chunk(state, frames, prompts, num_frames=num_frames, reverse=reverse)
+            for item in items:
+                yield (hasattr(item, "outputs"), item)  # (True, state) comes last
+
+        def chunk_seconds(state: Any, frames: list, prompts: Any, num_frames: int, reverse: bool) -> float:
+            return tracking_seconds(len(frames), len(prompts) if state is None else len(state.object_ids))
+
+        self._chunk = register(f"{key}.track_chunk", chunk_on_worker, chunk_seconds, streams=True)
+
+    def track(self, frames: Any, prompts: Any, *, num_frames: int, reverse: bool = False,
+              stop: threading.Event | None = None) -> Iterator[Any]:
+        """``VideoTracker.track`` in GPU calls of bounded seconds (see the class)."""
+        items = iter(frames)
+        first = next(items, None)
+        if first is None:
+            raise InputError("no frames to track: the first frame given must be the prompt frame")
+        image = first[1] if isinstance(first, tuple) and len(first) == 2 else None  # the worker checks the items
+        width, height = getattr(image, "size", (1, 1))
+        size = chunk_frames(len(prompts) if hasattr(prompts, "__len__") else 1, width, height, self.call_seconds)
+        state, chunk = None, [first, *itertools.islice(items, size - 1)]
+        while chunk and not (stop is not None and stop.is_set()):
+            remote = self._chunk(state, chunk, prompts if state is None else None, num_frames, reverse)
+            try:
+                for is_state, item in remote:
+                    if is_state:
+                        state = item
+                    else:
+                        yield item
+                    if stop is not None and stop.is_set():
+                        return
+            finally:
+                remote.close()
+            if state is None or state.done:
+                return
+            chunk = list(itertools.islice(items, size))

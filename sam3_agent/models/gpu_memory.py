@@ -6,8 +6,9 @@ GPU memory with the default models (estimates from the architectures; the smoke 
 - SAM 3 (detector, and the point model sharing its vision backbone), about 0.86 B parameters: 3.2 GiB in float32
   (the default, the precision of SAM 3's official usage), 1.6 GiB in bfloat16;
 - the VLM's KV cache: 2 (keys, values) x layers x key-value heads x head size x 2 bytes per token (Qwen3-VL-8B:
-  144 KiB per token); a main request holds the system prompt (~1.6k tokens), up to ``limits.MAX_MAIN_IMAGES`` images
-  (the photo, the overlay and, for a dense set, its four tiles; up to ``max_pixels / 28**2`` tokens each), the
+  144 KiB per token); a main request holds the system prompt (~1.6k tokens), two images (the photo and the
+  overlay), counted as ``limits.MAX_MAIN_IMAGES_WITH_TILES`` (six: with ``--dense-tiles`` a dense set's four tiles
+  come too; the plan is made before any run's config) of up to ``max_pixels / 28**2`` tokens each, the
   rounds' text and the reply; a batched verification holds, per mask, the
   verification prompt (~0.6k tokens) and three images;
 - the prefix KV store of the VLM (``prefix_cache_bytes``) and SAM 3's per-image feature cache
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BackendError
-from ..limits import DEFAULT_MAX_PIXELS, MAX_MAIN_IMAGES
+from ..limits import DEFAULT_MAX_PIXELS, MAX_MAIN_IMAGES_WITH_TILES
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ def estimate_bytes(plan: MemoryPlan, vlm_bytes: int, kv_bytes_per_token: int) ->
     image_tokens = (plan.max_pixels or DEFAULT_MAX_PIXELS) // PIXELS_PER_TOKEN
     total = sam3 + plan.feature_cache_bytes + 256 * MIB + MARGIN_BYTES  # + SAM 3's upsampling chunk
     if vlm_bytes:
-        request = SYSTEM_TOKENS + MAX_MAIN_IMAGES * image_tokens + TEXT_TOKENS + REPLY_TOKENS
+        # the opt-in tiles' bound (the plan is made when the models load, before any run's config)
+        request = SYSTEM_TOKENS + MAX_MAIN_IMAGES_WITH_TILES * image_tokens + TEXT_TOKENS + REPLY_TOKENS
         verification = plan.verify_batch_size * (VERIFY_TOKENS + 3 * image_tokens)
         total += vlm_bytes + plan.prefix_cache_bytes + max(request, verification) * kv_bytes_per_token
     return total

@@ -8,16 +8,16 @@ content (``images.image_digest``). Used by ``correct.prompted`` to correct masks
 
 SAM 3 has one vision backbone for detection and tracking: its checkpoint stores it once, and transformers loads
 that same backbone into ``Sam3Model`` and ``Sam3TrackerModel`` (only the necks differ). ``share_backbone_with``
-lets the point model use the detector's backbone module and its cached image encodings, so the backbone is held
-once in memory and an image the agent has already encoded costs only the tracker's neck when clicked on.
+lets the point model use the detector's backbone module and its cached image encodings (``shared_backbone``), so the
+backbone is held once in memory and an image the agent has already encoded costs only the tracker's neck when clicked
+on.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -38,6 +38,7 @@ from .segmenter import (
     _looks_like_local_path,
     sam3_dtype,
 )
+from .shared_backbone import SharedBackbone, share_backbone
 
 logger = logging.getLogger(__name__)
 
@@ -76,18 +77,20 @@ class PointSegmenter(Protocol):
         ...
 
 
-def tracker_load_failure_message(model_id: str, error: BaseException | None = None) -> str:
-    """The text of the ``BackendError`` raised when SAM 3's point-prompt model cannot be loaded from ``model_id``."""
+def tracker_load_failure_message(model_id: str, error: BaseException | None = None,
+                                 what: str = "SAM 3's point-prompt model") -> str:
+    """The text of the ``BackendError`` raised when one of SAM 3's trackers (``what``: the point-prompt model, or the
+    video tracker) cannot be loaded from ``model_id``."""
     cause = f" ({str(error).strip() or 'no details'})" if error is not None else ""
     if _looks_like_local_path(model_id):
         return (
-            f"Could not load SAM 3's point-prompt model from the folder '{model_id}'{cause}. The folder must exist and "
+            f"Could not load {what} from the folder '{model_id}'{cause}. The folder must exist and "
             "hold a transformers SAM 3 checkpoint saved with save_pretrained (config.json, model.safetensors and "
             "processor_config.json). Check the path, or pass a Hugging Face model id such as "
             f"'{DEFAULT_SAM3_MODEL}'."
         )
     return (
-        f"Could not load SAM 3's point-prompt model '{model_id}'{cause}. '{DEFAULT_SAM3_MODEL}' is gated on the "
+        f"Could not load {what} '{model_id}'{cause}. '{DEFAULT_SAM3_MODEL}' is gated on the "
         "Hugging Face Hub: accept its licence, then run `hf auth login` (or set HF_TOKEN). Offline, the weights must "
         "already be in the local Hugging Face cache, or pass a local folder that holds them."
     )
@@ -115,7 +118,7 @@ class Sam3PointSegmenter(CachedImageModel):
         self._model = model
         self._processor = processor
         self._lock = threading.Lock()
-        self._shared: _SharedBackbone | None = None
+        self._shared: SharedBackbone | None = None
 
     @classmethod
     def from_pretrained(
@@ -222,16 +225,11 @@ class Sam3PointSegmenter(CachedImageModel):
                     logger.info("SAM 3's point model already shares the backbone of %s; not switching",
                                 self._shared.source.name)
                 return self._shared.source is segmenter
-            reason = _backbone_mismatch(self._model.vision_encoder.backbone, segmenter.backbone)
-            reason = reason or _processor_mismatch(self._processor, segmenter.processor)
-            if reason:
-                logger.info("SAM 3's point model keeps its own vision backbone: %s", reason)
+            shared = share_backbone(self._model.vision_encoder, self._processor, segmenter, "SAM 3's point model")
+            if shared is None:
                 return False
-            shared = _SharedBackbone(segmenter)
-            self._model.vision_encoder.backbone = shared
             self._shared = shared
             self._cache.clear()
-            logger.info("SAM 3's point model now shares the detector's vision backbone and image encodings")
             return True
 
     def _embeddings(self, image: Image.Image, key: str) -> list[torch.Tensor]:
@@ -270,60 +268,3 @@ class Sam3PointSegmenter(CachedImageModel):
         masks = self._processor.post_process_masks(logits, size, mask_threshold=MASK_LOGIT_THRESHOLD)[0]  # (1, 1, H, W)
         mask = masks.reshape(image.height, image.width).numpy().astype(bool)
         return PointMask(mask=mask, score=float(scores[best].clamp(0.0, 1.0)))
-
-
-class _SharedBackbone(torch.nn.Module):
-    """Stands in for the point model's vision backbone: inside ``given(image)`` it returns the detector's cached
-    backbone output for that image (``Sam3Segmenter.backbone_output``); otherwise it runs the detector's backbone.
-
-    The rest of transformers' ``Sam3TrackerModel.get_image_embeddings`` (its own neck and projections) runs
-    unchanged on top.
-    """
-
-    def __init__(self, source: Sam3Segmenter) -> None:
-        super().__init__()
-        self.source = source
-        self.inner = source.backbone  # registered as a submodule: the same parameters, held once
-        self._image: Image.Image | None = None
-
-    @contextlib.contextmanager
-    def given(self, image: Image.Image) -> Iterator[None]:
-        self._image = image
-        try:
-            yield
-        finally:
-            self._image = None
-
-    def forward(self, pixel_values: torch.Tensor, **kwargs: Any) -> Any:
-        if self._image is None:
-            return self.inner(pixel_values, **kwargs)
-        from transformers.modeling_outputs import BaseModelOutput
-
-        return BaseModelOutput(last_hidden_state=self.source.backbone_output(self._image))
-
-
-def _backbone_mismatch(own: torch.nn.Module, other: torch.nn.Module) -> str | None:
-    """Why two vision backbones are not interchangeable, or None when they hold the same weights."""
-    if type(own) is not type(other):
-        return f"different backbone classes ({type(own).__name__} / {type(other).__name__})"
-    mine, theirs = dict(own.named_parameters()), dict(other.named_parameters())
-    if mine.keys() != theirs.keys():
-        return "different backbone parameters"
-    with torch.no_grad():
-        for name, tensor in mine.items():
-            peer = theirs[name]
-            if tensor.shape != peer.shape or tensor.dtype != peer.dtype or tensor.device != peer.device:
-                return f"{name} differs in shape, dtype or device"
-            if not torch.equal(tensor, peer):
-                return f"different weights ({name})"
-    return None
-
-
-def _processor_mismatch(own: Any, other: Any) -> str | None:
-    """Why two processors would feed the backbones different pixels (checked on a seeded 64 x 48 probe image)."""
-    probe = Image.fromarray(np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8))
-    mine = own(images=probe, return_tensors="pt")["pixel_values"]
-    theirs = other(images=probe, return_tensors="pt")["pixel_values"]
-    if mine.shape != theirs.shape or not torch.equal(mine, theirs):
-        return "the processors prepare images differently"
-    return None

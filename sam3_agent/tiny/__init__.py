@@ -1,9 +1,9 @@
 """Builders of tiny random-weight models (real architectures, shrunken configs) for offline tests and demos.
 
 Qwen2.5-VL / Qwen3-VL (``qwen``), Qwen3.5 / Qwen3.6 (``qwen3_5``), Gemma 3 (``gemma3``: a family the inference engine
-does not know, so it runs on the plain path), the ``small`` Qwen3-VL of the benchmark, SAM 3 and its point model
-(``sam3``, ``tracker``); ``templates`` holds the Qwen chat templates, ``checkpoint`` the once-only writing of a
-build. Imports: the ground floor only (and ``transformers``, ``tokenizers``).
+does not know, so it runs on the plain path), the ``small`` Qwen3-VL of the benchmark, SAM 3, its point model and its
+video models (``sam3``, ``tracker``, ``tracker_video``); ``templates`` holds the Qwen chat templates, ``checkpoint``
+the once-only writing of a build. Imports: the ground floor only (and ``transformers``, ``tokenizers``).
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def randomize_weights(model: nn.Module, generator: torch.Generator) -> None:
 
 
 @torch.no_grad()
-def _bias_scores(model: nn.Module) -> None:
+def bias_scores(model: nn.Module) -> None:
     """Shift the detection scores so that random weights still yield detections above 0.5.
 
     The class logit of a query is ``query_proj(q) . text_proj(t) / sqrt(d)``; zeroing row 0 of both projections
@@ -182,7 +182,7 @@ def tiny_sam3_model(seed: int = 0):
 
     model = seeded_model(lambda: Sam3Model(tiny_sam3_config()), seed)
     randomize_weights(model, torch.Generator().manual_seed(seed))
-    _bias_scores(model)
+    bias_scores(model)
     return model
 
 

@@ -73,12 +73,13 @@ def tiny_sam3_tracker_config():
 
 
 @torch.no_grad()
-def _bias_masks(model: nn.Module) -> None:
-    """Add MASK_LOGIT_OFFSET to every mask logit.
+def bias_masks(model: nn.Module, offset: float = MASK_LOGIT_OFFSET) -> None:
+    """Add ``offset`` (default MASK_LOGIT_OFFSET) to every mask logit of a SAM 2-style mask decoder (the point
+    model's, and the video tracker's of ``tiny.tracker_video``).
 
     A mask logit is ``hyper(token) . upscaled(pixel)`` over hidden/8 channels. Channel 0 of the upscaled embedding is
     made the constant ``gelu(1)`` (its weights in ``upscale_conv2`` and ``conv_s0`` zeroed, ``upscale_conv2`` bias 1)
-    and the last layer of every hypernetwork MLP outputs the constant ``MASK_LOGIT_OFFSET / gelu(1)`` in channel 0.
+    and the last layer of every hypernetwork MLP outputs the constant ``offset / gelu(1)`` in channel 0.
     """
     decoder = model.mask_decoder
     decoder.upscale_conv2.weight[:, 0].zero_()
@@ -88,7 +89,7 @@ def _bias_masks(model: nn.Module) -> None:
     gelu_one = float(nn.functional.gelu(torch.tensor(1.0)))
     for mlp in decoder.output_hypernetworks_mlps:
         mlp.proj_out.weight[0].zero_()
-        mlp.proj_out.bias[0] = MASK_LOGIT_OFFSET / gelu_one
+        mlp.proj_out.bias[0] = offset / gelu_one
 
 
 def _signature(seed: int) -> str:
@@ -128,7 +129,7 @@ def build_tiny_sam3_tracker(out_dir: Path, seed: int = 0) -> Path:
     logger.info("building tiny SAM 3 tracker (seed %d) in %s", seed, out_dir)
     model = seeded_model(lambda: Sam3TrackerModel(tiny_sam3_tracker_config()), seed)
     randomize_weights(model, torch.Generator().manual_seed(seed))
-    _bias_masks(model)
+    bias_masks(model)
     model.vision_encoder.backbone.load_state_dict(tiny_sam3_model(seed).vision_encoder.backbone.state_dict())
     grid = IMAGE_SIZE // PATCH_SIZE
     processor = Sam3TrackerProcessor(

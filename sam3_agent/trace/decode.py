@@ -197,7 +197,8 @@ class _Reader:
                 raise TraceFormatError(f"image {name!r}: a group view's indices must be a list of mask indices")
             try:
                 recipe = MaskView(view["kind"], self.photo, masks, view.get("index"), view.get("tile"),  # type: ignore[arg-type]
-                                  _view_bounds(view.get("bounds")), None if indices is None else tuple(indices))
+                                  _view_bounds(view.get("bounds")), None if indices is None else tuple(indices),
+                                  view.get("enlarged", False))
             except ValueError as error:
                 raise TraceFormatError(f"image {name!r}: {error}") from None
             return ImagePart(None, name, recipe)

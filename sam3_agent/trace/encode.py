@@ -153,6 +153,8 @@ class TraceEncoder:
                 ref["view"]["tile"] = view.tile
             if view.indices is not None:
                 ref["view"]["indices"] = list(view.indices)
+            if view.enlarged:  # absent: drawn at the photo's size, as every overlay before renderer 6
+                ref["view"]["enlarged"] = True
             if view.kind not in ("mask", "zoom"):  # drawn for these pixel bounds: a reload draws the same pixels
                 ref["view"]["bounds"] = [view.bounds.min_pixels, view.bounds.max_pixels]
         elif part.name == PHOTO_NAME:

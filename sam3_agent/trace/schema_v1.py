@@ -14,7 +14,7 @@ from ..agent.output_parts import reasoning_of
 from ..errors import TraceFormatError
 from ..mask_set import Masks
 from ..messages import ImagePart, Message, Part, TextPart, ToolCall
-from ..types import ContextRecord, MaskVerdict, Round, ToolResult
+from ..types import VERDICTS, ContextRecord, MaskVerdict, Round, ToolResult
 
 IMAGE_DIR = "images"
 
@@ -74,11 +74,31 @@ def read_call(data: dict[str, Any] | None) -> ToolCall | None:
 
 def read_verdict(data: dict[str, Any], view: Callable[[Any], ImagePart]) -> MaskVerdict:
     """A ``MaskVerdict`` from its JSON form; ``view`` turns a stored view reference into its ``ImagePart`` (the
-    only part that differs between schema versions)."""
+    only part that differs between schema versions).
+
+    A mask kept without a usable answer (source ``fallback`` or ``error``) was stored with verdict ``"accept"``
+    before issue 30; it is read as ``"unconfirmed"``, what it was (``types.MaskVerdict``).
+
+    Raises:
+        TraceFormatError: an unknown source or verdict, or a verdict that does not fit its source.
+    """
+    source, verdict = data["source"], data["verdict"]
+    if source not in ("model", "fallback", "error") or verdict not in VERDICTS:
+        raise TraceFormatError(f"a verdict must be one of {', '.join(VERDICTS)} from the model, a fallback or an "
+                               f"error, got {verdict!r} from {source!r}")
+    if source != "model" and verdict == "accept":
+        verdict = "unconfirmed"  # written before issue 30: kept, never confirmed
+    try:
+        return _verdict_record(data, view, source, verdict)
+    except ValueError as error:
+        raise TraceFormatError(f"mask {data['mask_number']!r}: {error}") from None
+
+
+def _verdict_record(data: dict[str, Any], view: Callable[[Any], ImagePart], source: Any, verdict: Any) -> MaskVerdict:
     return MaskVerdict(
         mask_number=int(data["mask_number"]),
-        verdict=data["verdict"],
-        source=data["source"],
+        verdict=verdict,
+        source=source,
         outputs=tuple(data["outputs"]),
         mask_view=view(data["mask_view"]),
         zoom_view=None if data["zoom_view"] is None else view(data["zoom_view"]),  # None: verified in a group

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..agent.context import BEFORE_LATEST_SEGMENT, MASKS_GONE, OLD_MISTAKE, build_context
+from ..agent.context import BEFORE_LATEST_SEGMENT, MASKS_GONE, OLD_MISTAKE, OVER_IMAGE_CAP, build_context
+from ..limits import MAX_MAIN_IMAGES_WITH_TILES
 from ..messages import ImagePart, Message
 from ..types import ContextRecord
 
@@ -21,7 +22,8 @@ REASON_TEXTS: dict[str, str] = {
     BEFORE_LATEST_SEGMENT: "before the latest segment_phrase: its masks no longer exist",
     OLD_MISTAKE: "an old mistake: the model was told and moved on",
     MASKS_GONE: ("its overlay shows masks that no longer exist: only the raw image and the current masks' overlay "
-                 "are sent (with the overlay's tiles, for a dense set)"),
+                 "are sent (with the overlay's tiles, for a dense set, when they are switched on)"),
+    OVER_IMAGE_CAP: "sent as text: the request would have held more images than its cap (a bug, in the log)",
 }
 REASON_NOT_RECORDED = "reason not recorded in this trace"
 
@@ -97,7 +99,8 @@ def context_reasons(messages: Sequence[Message], record: ContextRecord) -> dict[
         return dict(record.reasons)
     count = max((*record.kept, *record.dropped), default=-1) + 1
     try:
-        _, again = build_context(messages[:count], lambda _key, **_fields: "")
+        # the widest cap: a conversation holds tiles only when its run sent them, so this repeats either setting
+        _, again = build_context(messages[:count], lambda _key, **_fields: "", MAX_MAIN_IMAGES_WITH_TILES)
     except ValueError:
         return {}
     same = (again.kept, again.dropped, again.images_as_text) == (record.kept, record.dropped, record.images_as_text)

@@ -26,11 +26,13 @@ from html import escape
 
 from PIL import Image
 
+from ..verification import CHECK_WORDS
 from .context_view import ContextEntry, ContextPanel
 from .view import STATUS_TITLES, FinalMaskRow, RoundView, StatusLine, TimelineRow, VerdictCard
 
 OVERLAY_SIDE = 768  # px, longer side of round overlays in the page
 CARD_SIDE = 320  # px, mask and zoom views on verdict cards
+VERDICT_WORDS = {"accept": "Accept", "reject": "Reject", "unconfirmed": "Not confirmed"}  # a card's verdict, in words
 THUMB_SIDE = 112  # px, context panel thumbnails
 TILE_SIDE = 384  # px, the tiles of a dense set's overlay, two a row under it
 JPEG_QUALITY = 85
@@ -96,8 +98,11 @@ def _card_view(urls: ImageUrls, part, css: str, alt: str) -> str:
 def render_card(card: VerdictCard, urls: ImageUrls) -> str:
     """One verdict card: mask view, zoom view (each a ``card-view`` button that opens it larger), verdict, the
     verifier's reasoning (collapsed)."""
-    verdict = "Accept" if card.verdict == "accept" else "Reject"
-    note = " (no verdict given: kept)" if card.fallback else ""
+    verdict = VERDICT_WORDS.get(card.verdict, card.verdict)
+    note = ""
+    if card.fallback:
+        note = (" (the check failed: kept, not confirmed)" if card.failed
+                else " (no clear verdict, even when asked again: kept, not confirmed)")
     number = card.mask_number
     if card.group:
         note += f" (checked together with {len(card.group) - 1} other mask(s))"
@@ -320,17 +325,19 @@ def render_timeline(rows: Sequence[TimelineRow], current: int | None = None) -> 
 
 
 def render_final_masks(rows: Sequence[FinalMaskRow]) -> str:
-    """The final masks as a table (number, score, area, box), or a line saying there are none."""
+    """The final masks as a table (number, score, area, box, what verification established), or a line saying there
+    are none."""
     if not rows:
         return '<div class="final-masks final-none">No final masks.</div>'
     body = "".join(
         f'<tr data-mask="{r.number}"><td>{r.number}</td><td>{r.score:.3f}</td><td>{r.area}</td>'
-        f"<td>{', '.join(f'{v:g}' for v in r.bbox_xywh)}</td></tr>"
+        f"<td>{', '.join(f'{v:g}' for v in r.bbox_xywh)}</td>"
+        f'<td class="check-{escape(r.check or "unknown")}">{escape(CHECK_WORDS.get(r.check or "", "-"))}</td></tr>'
         for r in rows
     )
     return (
         '<table class="final-masks"><thead><tr><th>mask</th><th>score</th><th>area (px)</th>'
-        f"<th>box x, y, w, h (px)</th></tr></thead><tbody>{body}</tbody></table>"
+        f"<th>box x, y, w, h (px)</th><th>verification</th></tr></thead><tbody>{body}</tbody></table>"
     )
 
 

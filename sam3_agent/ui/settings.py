@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..agent.tool_format import check_tool_format
-from ..cli.flags import VLM_MODEL_HELP, add_decoding_arguments, add_tool_format_argument
+from ..cli.flags import DENSE_TILES_HELP, VLM_MODEL_HELP, add_decoding_arguments, add_tool_format_argument
 from ..errors import InputError
 from ..limits import DEFAULT_MAX_ROUNDS, DEFAULT_SCORE_THRESHOLD, MAX_ROUNDS_LIMIT
 from ..models.zerogpu import on_zero_gpu
@@ -63,6 +63,7 @@ ENVIRONMENT: dict[str, str] = {
     "max_rounds": "SAM3_AGENT_MAX_ROUNDS",
     "score_threshold": "SAM3_AGENT_SCORE_THRESHOLD",
     "tool_format": "SAM3_AGENT_TOOL_FORMAT",
+    "dense_tiles": "SAM3_AGENT_DENSE_TILES",
     "min_pixels": "SAM3_AGENT_MIN_PIXELS",
     "max_pixels": "SAM3_AGENT_MAX_PIXELS",
     "max_new_tokens": "SAM3_AGENT_MAX_NEW_TOKENS",
@@ -93,6 +94,7 @@ class AppSettings:
         max_rounds: default round budget of a run (the UI may change it per run).
         score_threshold: default SAM 3 score threshold (the UI may change it per run).
         tool_format: how the main model calls the tools (``agent.tool_format``: ``"reference"`` or ``"native"``).
+        dense_tiles: the opt-in of ``AgentConfig.dense_tiles`` (a dense set's tiles: up to 6 images a main request).
         script_piece_delay: seconds between streamed pieces of a scripted VLM (0: as fast as possible);
             lets a replay stream visibly and be stopped mid-generation.
         concurrency: runs processed at once across all sessions (1 suits one GPU).
@@ -105,6 +107,7 @@ class AppSettings:
     max_rounds: int = DEFAULT_MAX_ROUNDS
     score_threshold: float = DEFAULT_SCORE_THRESHOLD
     tool_format: str = "reference"
+    dense_tiles: bool = False
     script_piece_delay: float = 0.0
     concurrency: int = DEFAULT_CONCURRENCY
     max_image_pixels: int = APP_MAX_IMAGE_PIXELS
@@ -137,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-pixels", type=int, help="upper bound on pixels per image given to the VLM")
     add_decoding_arguments(parser)
     add_tool_format_argument(parser, default=None)
+    add("--dense-tiles", choices=["on", "off"], help=f"{DENSE_TILES_HELP} (default off)")
     add("--max-image-pixels", type=int,
         help=f"largest photo a run accepts, in pixels (default {APP_MAX_IMAGE_PIXELS:,}; stated on the page)")
     timeouts = ServerTimeouts()
@@ -275,6 +279,7 @@ def _app_settings(values: Mapping[str, object], backend: BackendSettings) -> App
         max_rounds=int(_pick(values, "max_rounds", DEFAULT_MAX_ROUNDS)),  # type: ignore[call-overload]
         score_threshold=float(_pick(values, "score_threshold", DEFAULT_SCORE_THRESHOLD)),  # type: ignore[arg-type]
         tool_format=str(_pick(values, "tool_format", "reference")),
+        dense_tiles=_pick(values, "dense_tiles", "off") == "on",
         script_piece_delay=float(_pick(values, "script_piece_delay", 0.0)),  # type: ignore[arg-type]
         concurrency=int(_pick(values, "concurrency", DEFAULT_CONCURRENCY)),  # type: ignore[call-overload]
         max_image_pixels=int(_pick(values, "max_image_pixels", APP_MAX_IMAGE_PIXELS)),  # type: ignore[call-overload]

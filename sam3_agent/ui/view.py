@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..mask_set import Masks, to_coco_results
+from ..mask_set import to_coco_results
 from ..messages import ImagePart, ToolCall
 from ..types import MaskVerdict, Round, Trace
+from ..verification import final_mask_checks
 from .context_view import ContextPanel, context_panel
 
 STATUS_TITLES: dict[str, str] = {
@@ -38,8 +39,9 @@ class VerdictCard:
 
     Attributes:
         mask_number: 1-based number in the rendering that was examined; ``total`` masks in all.
-        verdict: ``"accept"`` or ``"reject"``.
-        fallback: True when no verdict could be read and the mask was kept.
+        verdict: ``"accept"``, ``"reject"`` or ``"unconfirmed"`` (kept without a usable answer: not confirmed).
+        fallback: True when the mask was kept without a usable answer (no clear verdict, or the check failed).
+        failed: True when the check itself failed (a backend fault; ``fallback`` is True too).
         reasoning: the verifier's raw output(s), first try first, separated by a rule.
         mask_view / zoom_view: the images the verifier saw (``zoom_view`` ``None`` for a mask verified in a group,
             whose ``mask_view`` is the group's view).
@@ -51,6 +53,7 @@ class VerdictCard:
     total: int
     verdict: str
     fallback: bool
+    failed: bool
     reasoning: str
     mask_view: ImagePart
     zoom_view: ImagePart | None
@@ -134,12 +137,14 @@ class StatusLine:
 
 @dataclass(frozen=True)
 class FinalMaskRow:
-    """One final mask: 1-based number, SAM 3 score, area (pixels) and box ``[x, y, w, h]`` (pixels)."""
+    """One final mask: 1-based number, SAM 3 score, area (pixels), box ``[x, y, w, h]`` (pixels) and what verification
+    established (``verification.CHECK_STATES``; ``None``: not known)."""
 
     number: int
     score: float
     area: int
     bbox_xywh: tuple[float, float, float, float]
+    check: str | None = None
 
 
 # ------------------------------------------------------------------ mapping functions
@@ -175,7 +180,8 @@ def verdict_card(verdict: MaskVerdict, total: int) -> VerdictCard:
         mask_number=verdict.mask_number,
         total=total,
         verdict=verdict.verdict,
-        fallback=verdict.source != "model",  # no usable verdict, or the check failed: kept either way
+        fallback=verdict.source != "model",  # no usable verdict, or the check failed: kept, not confirmed
+        failed=verdict.source == "error",
         reasoning="\n\n---\n\n".join([o.strip() for o in verdict.outputs] + ([verdict.error] if verdict.error else [])),
         mask_view=verdict.mask_view,
         zoom_view=verdict.zoom_view,
@@ -249,13 +255,17 @@ def timeline_rows(trace: Trace) -> list[TimelineRow]:
     return [timeline_row(r, i == len(trace.rounds) - 1) for i, r in enumerate(trace.rounds)]
 
 
-def final_mask_rows(masks: Masks | None) -> list[FinalMaskRow]:
-    """One row per final mask, in answer order (empty for no mask or an unfinished run)."""
-    if masks is None or len(masks) == 0:
+def final_mask_rows(trace: Trace | None) -> list[FinalMaskRow]:
+    """One row per final mask of ``trace``, in answer order, with what verification established of it (empty for no
+    mask or an unfinished run)."""
+    masks = trace.final_masks if trace is not None else None
+    if trace is None or masks is None or len(masks) == 0:
         return []
+    checks = final_mask_checks(trace)
     return [
-        FinalMaskRow(i + 1, round(float(r["score"]), 4), int(r["area"]), tuple(round(float(v), 1) for v in r["bbox"]))
-        for i, r in enumerate(to_coco_results(masks))
+        FinalMaskRow(i + 1, round(float(r["score"]), 4), int(r["area"]), tuple(round(float(v), 1) for v in r["bbox"]),
+                     r["verification"])
+        for i, r in enumerate(to_coco_results(masks, checks=checks))
     ]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import requests
 import urllib3
 
-from ..limits import MAX_MAIN_IMAGES
+from ..limits import MAX_MAIN_IMAGES, MAX_MAIN_IMAGES_WITH_TILES, SERVER_IMAGE_LIMIT, VERIFY_IMAGES
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +100,9 @@ def error_hint(status: int | None, text: str, request_bytes: int | None = None) 
                 "images with --max-pixels, or raise the proxy's body limit, e.g. nginx's client_max_body_size)")
     if status in (None, 400, 422) and _IMAGE_COUNT.search(text):
         return (f" (the server takes fewer images per request than the agent sends: up to {MAX_MAIN_IMAGES} in a "
-                "main request (the photo, the overlay and, for a dense set, its four tiles) and 3 in a verification; "
-                f"start it with vLLM's --limit-mm-per-prompt '{{\"image\": {MAX_MAIN_IMAGES}}}')")
+                f"main request (the photo and the overlay; {MAX_MAIN_IMAGES_WITH_TILES} with --dense-tiles) and "
+                f"{VERIFY_IMAGES} in a verification; start it with vLLM's --limit-mm-per-prompt "
+                f"'{{\"image\": {SERVER_IMAGE_LIMIT}}}' ({MAX_MAIN_IMAGES_WITH_TILES} with --dense-tiles))")
     if status in (None, 400, 422) and _CONTEXT_LENGTH.search(text):
         return (" (the request is longer than the model's context on the server: send smaller images with "
                 "--max-pixels, or start the server with a longer context, e.g. vLLM's --max-model-len 32768)")

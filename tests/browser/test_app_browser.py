@@ -119,7 +119,7 @@ def test_context_panel_greys_out_the_messages_dropped_after_a_second_phrase_and_
         "Why: before the latest segment_phrase: its masks no longer exist")
     expect(panel.locator('.ctx-msg.ctx-image-text[data-index="5"] .ctx-reason')).to_have_text(
         "Why: its overlay shows masks that no longer exist: only the raw image and the current masks' overlay are "
-        "sent (with the overlay's tiles, for a dense set)")
+        "sent (with the overlay's tiles, for a dense set, when they are switched on)")
     page.locator("#context-panel").screenshot(path=str(SHOTS / "03_context_panel_why_dropped.png"))
     # greyed out, yet every word readable (WCAG AA: 4.5:1), and the tag too
     assert contrast(page, "#context-panel .ctx-dropped .ctx-text") >= 4.5

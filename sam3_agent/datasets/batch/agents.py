@@ -4,6 +4,10 @@ With a script (``--script``) every item gets new ``ScriptedVLM`` objects built f
 item replays from the first response (as each run of the app does); SAM 3 stays shared. With a local model and
 several items in flight, the items share the model's batches through a ``coalesce.CoalescingVLM``; a server
 backend (``vlm.openai_server``) takes the concurrent requests as they come (vLLM batches them itself).
+
+A batch with video items also loads SAM 3's video tracker once (``presets.build_video_tracker``), sharing the
+detector's vision backbone (``presets.share_sam3_backbone``: one encoder in memory); every video item's run uses it
+(the tracker keeps each call's state apart and serialises its model steps).
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ from .coalesce import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, CoalescingVLM
 
 
 class AgentSource(Protocol):
-    """What a batch runner needs: a new agent per item, and a context marking an item as in flight."""
+    """What a batch runner needs: a new agent per item, and a context marking an item as in flight; for video items
+    also ``tracker``, a ``sam.video_tracker.VideoTracker`` (``None`` when none was loaded)."""
+
+    tracker: Any
 
     def new_agent(self) -> Agent: ...
 
@@ -40,6 +47,7 @@ class BatchAgents:
         share_batches: let items in flight share the local VLM's batches (``coalesce.CoalescingVLM``); ignored
             for a script or a VLM without ``generate_batch``.
         max_batch / max_wait_s: see ``CoalescingVLM``.
+        tracker: SAM 3's video tracker for the video items (``None``: the batch has none).
 
     Call ``close()`` when the batch is over.
     """
@@ -54,8 +62,10 @@ class BatchAgents:
         share_batches: bool = False,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        tracker: Any = None,
     ) -> None:
         self.backends = backends
+        self.tracker = tracker
         self.config = config
         self.script = script
         self.script_name = script_name
@@ -65,8 +75,10 @@ class BatchAgents:
             self.coalescer = CoalescingVLM(backends.vlm, max_batch=max_batch, max_wait_s=max_wait_s)
 
     @classmethod
-    def load(cls, settings: BackendSettings, config: AgentConfig, *, concurrency: int = 1) -> BatchAgents:
-        """Load the backends of ``settings`` once (and its script, when it has one).
+    def load(cls, settings: BackendSettings, config: AgentConfig, *, concurrency: int = 1,
+             video: bool = False) -> BatchAgents:
+        """Load the backends of ``settings`` once (and its script, when it has one); with ``video``, SAM 3's video
+        tracker too, sharing the detector's backbone.
 
         Raises:
             InputError: inconsistent settings or an unreadable script.
@@ -74,8 +86,15 @@ class BatchAgents:
         """
         script = load_run_script(settings.script) if settings.script else None
         backends = build_backends(settings)
+        tracker = None
+        if video:
+            from ...presets import build_video_tracker, share_sam3_backbone
+
+            tracker = build_video_tracker(settings.preset, settings.sam3_model, settings.device,
+                                          backends.settings.get("sam3_dtype"))
+            share_sam3_backbone(tracker, backends.segmenter)
         return cls(backends, config, script=script, script_name=Path(settings.script or "script").name,
-                   share_batches=concurrency > 1)
+                   share_batches=concurrency > 1, tracker=tracker)
 
     def _vlms(self) -> tuple[Any, Any]:
         if self.script is not None:

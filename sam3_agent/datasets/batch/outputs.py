@@ -3,17 +3,22 @@
 ``manifest.json`` (what a review queue opens)::
 
     format "sam3_agent.batch", version 1, notes [what the models were, e.g. random weights]
-    items [{id, image, query, folder ("items/<name>"), trace ("items/<name>/trace.json" or null),
+    items [{id, kind ("image"), image, query, folder ("items/<name>"), trace ("items/<name>/trace.json" or null),
             status (a trace status, or "pending" when not run yet), reason}]     in input order
+    a video item: {id, kind "video", video (the clip as the input gave it), query, keyframe (the frame index the
+            agent reasoned on, null until run), folder, trace ("items/<name>/video_trace.json" or null), status,
+            reason, objects, frames_tracked (null until run)}
 
-``coco.json``: one COCO instance-segmentation file for every item the agent answered (``done`` / ``no_mask``):
+``coco.json``: one COCO instance-segmentation file for every photo item the agent answered (``done`` / ``no_mask``;
+a clip's objects are in its own folder's palette PNGs and YouTube-VIS JSON, not here):
 ``images`` [{id (1-based, input order), file_name (the image path as the input gave it), width, height}],
 ``categories`` one per distinct query (name = the query), ``annotations`` [{id, image_id, category_id,
 segmentation (RLE, counts as str), bbox (xywh, pixels), area, iscrowd 0, score}]. It loads with
 ``pycocotools.coco.COCO``.
 
-``summary.json``: item counts by status, rounds (total, mean, max, histogram), mistakes by kind, time, the
-items that did not finish with an answer (id, status, reason), and with a VLM server ``server``: how often it
+``summary.json``: item counts by status and by kind (image, video), rounds (total, mean, max, histogram; a video
+item's are its keyframe runs'), mistakes by kind, time, frames tracked over the video items, the items that did not
+finish with an answer (id, status, reason), and with a VLM server ``server``: how often it
 answered 429 (too many requests) in this invocation and the fewest requests then let through at once (a note says
 so too).
 """
@@ -25,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .files import write_json_atomic
-from .items import BatchItem
+from .items import Item, VideoItem
 from .layout import COCO_FILE, MANIFEST_FILE, SUMMARY_FILE, BatchLayout
 from .records import ANSWERED, ItemRecord
 
@@ -50,21 +55,28 @@ def model_notes(records: Sequence[ItemRecord]) -> list[str]:
     return notes
 
 
-def manifest(layout: BatchLayout, items: Sequence[BatchItem], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
+def manifest(layout: BatchLayout, items: Sequence[Item], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
     """The manifest document (see the module docstring)."""
     entries = []
     for item in items:
         record = records.get(item.id)
         folder = layout.relative_folder(item)
-        entries.append({
-            "id": item.id,
-            "image": item.image_ref,
-            "query": item.query,
+        entry = {"id": item.id, "kind": item.kind}
+        if isinstance(item, VideoItem):
+            entry.update(video=item.video_ref, query=item.query,
+                         keyframe=record.keyframe if record is not None else None)
+        else:
+            entry.update(image=item.image_ref, query=item.query)
+        entry.update({
             "folder": folder,
             "trace": f"{folder}/{record.trace}" if record is not None and record.trace else None,
             "status": record.status if record is not None else PENDING,
             "reason": record.reason if record is not None else None,
         })
+        if isinstance(item, VideoItem):
+            entry.update(objects=record.objects if record is not None else None,
+                         frames_tracked=record.frames_tracked if record is not None else None)
+        entries.append(entry)
     return {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
@@ -90,11 +102,12 @@ def coco_ids(entries: Sequence[tuple[str, str, str]]) -> tuple[dict[str, int], d
     return images, categories
 
 
-def coco_dataset(items: Sequence[BatchItem], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
+def coco_dataset(items: Sequence[Item], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
     """The batch's COCO instance file (see the module docstring)."""
     # an answered record always has its image size (it comes from the trace)
     image_ids, categories = coco_ids([(item.id, item.query, records[item.id].status) for item in items
-                                      if item.id in records and records[item.id].width is not None])
+                                      if item.id in records and records[item.id].width is not None
+                                      and records[item.id].kind == "image"])
     images, annotations = [], []
     for item in items:
         record = records.get(item.id)
@@ -122,7 +135,7 @@ def coco_dataset(items: Sequence[BatchItem], records: Mapping[str, ItemRecord]) 
     }
 
 
-def batch_summary(items: Sequence[BatchItem], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
+def batch_summary(items: Sequence[Item], records: Mapping[str, ItemRecord]) -> dict[str, Any]:
     """The batch's summary (see the module docstring); ``rounds.mean`` and ``seconds.mean`` are over the items
     that have a record (0 when none has)."""
     done = [records[item.id] for item in items if item.id in records]
@@ -133,9 +146,11 @@ def batch_summary(items: Sequence[BatchItem], records: Mapping[str, ItemRecord])
     for r in done:
         mistakes.update(r.mistakes)
     seconds = sum(r.seconds for r in done)
+    kinds = Counter(item.kind for item in items)
     return {
         "items": len(items),
         "statuses": {k: v for k, v in sorted(statuses.items()) if v},
+        "kinds": dict(sorted(kinds.items())),
         "rounds": {
             "total": sum(rounds),
             "mean": round(sum(rounds) / len(rounds), 3) if rounds else 0,
@@ -144,6 +159,7 @@ def batch_summary(items: Sequence[BatchItem], records: Mapping[str, ItemRecord])
         },
         "mistakes": dict(sorted(mistakes.items())),
         "seconds": {"total": round(seconds, 3), "mean": round(seconds / len(done), 3) if done else 0},
+        "frames_tracked": sum(r.frames_tracked or 0 for r in done if r.kind == "video"),
         "unanswered": [{"id": r.id, "status": r.status, "reason": r.reason} for r in done if r.status not in ANSWERED],
         "notes": model_notes(done),
     }
@@ -159,7 +175,7 @@ def server_note(server: Mapping[str, Any]) -> str | None:
 
 
 def write_dataset_files(
-    layout: BatchLayout, items: Sequence[BatchItem], records: Mapping[str, ItemRecord],
+    layout: BatchLayout, items: Sequence[Item], records: Mapping[str, ItemRecord],
     server: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``coco.json``, ``summary.json`` and ``manifest.json`` (each atomically, manifest last); returns the

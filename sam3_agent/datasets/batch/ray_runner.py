@@ -11,6 +11,11 @@ Before joining a cluster at an address (``--ray ADDRESS`` or ``RAY_ADDRESS``) th
 address and what to check when nothing does. Workers are started only where the cluster has room now (one free GPU,
 or CPU, each): asked for more, the batch runs on those that fit and a warning says how many could not be placed.
 
+Video items go the same way: the driver sends each clip's bytes (``clip_payload``), a worker (which loaded SAM 3's
+video tracker once, when the batch has video items) writes them to a temporary folder, runs the item there
+(``video_runner``) and sends back the video trace; the driver writes the item's files, opening its own copy of the
+clip when an overlay video is asked for.
+
 Items go to the least busy worker as earlier ones finish. Ctrl-C asks every worker to cancel its items, which come
 back as ``cancelled`` and are written; a worker that dies (out of memory, node lost) fails only its items in
 flight, recorded with the reason, and the batch goes on with the others.
@@ -29,14 +34,18 @@ from typing import Any, TextIO
 
 from ...agent.config import AgentConfig
 from ...agent.loop import AgentRun
-from ...errors import BackendError
+from ...errors import BackendError, InputError
 from ...images import MAX_PIXELS
 from ...presets import BackendSettings
 from ...types import Trace
+from ...video.clip import open_clip
+from ...video.records import VideoTrace
 from .agents import BatchAgents
-from .items import BatchItem
+from .clip_payload import ClipPayload, clip_payload, payload_on_disk
+from .items import BatchItem, Item, VideoItem
 from .layout import BatchLayout
 from .runner import POLL_SECONDS, BatchProgress, BatchResult, execute_item
+from .video_runner import DEFAULT_VIDEO_OPTIONS, VideoOptions, execute_video_item
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +64,17 @@ class BatchWorker:
         config: limits and thresholds of every run.
         concurrency: items in flight in this worker.
         env: environment variables to set before loading (e.g. ``SAM3_AGENT_CACHE``).
+        video: load SAM 3's video tracker too (the batch has video items).
 
     Raises:
         InputError / BackendError: the backends cannot be built (the actor then fails to start).
     """
 
-    def __init__(self, settings: BackendSettings, config: AgentConfig, concurrency: int, env: dict[str, str]) -> None:
+    def __init__(self, settings: BackendSettings, config: AgentConfig, concurrency: int, env: dict[str, str],
+                 video: bool = False) -> None:
         for key, value in env.items():
             os.environ[key] = value
-        self.agents = BatchAgents.load(settings, config, concurrency=concurrency)
+        self.agents = BatchAgents.load(settings, config, concurrency=concurrency, video=video)
         self.stop = threading.Event()
         self.runs: dict[str, AgentRun] = {}
 
@@ -78,6 +89,19 @@ class BatchWorker:
         started = time.perf_counter()
         trace, reason = execute_item(item, image, self.agents, stop=self.stop, max_image_pixels=max_image_pixels,
                                      started_runs=self.runs)
+        return trace, reason, time.perf_counter() - started
+
+    def run_video(self, item: VideoItem, payload: ClipPayload,
+                  options: VideoOptions) -> tuple[VideoTrace | None, str | None, float]:
+        """Run one video item from its clip's bytes; returns ``(video trace, reason, seconds)`` (see
+        ``video_runner.execute_video_item``; a clip that cannot be opened here: ``(None, reason, seconds)``)."""
+        started = time.perf_counter()
+        try:
+            with payload_on_disk(payload) as path, open_clip(path, options.caps, name=payload.name) as clip:
+                trace, reason = execute_video_item(item, clip, self.agents, stop=self.stop, options=options,
+                                                   started_runs=self.runs)
+        except InputError as error:
+            trace, reason = None, str(error)
         return trace, reason, time.perf_counter() - started
 
     def cancel(self) -> None:
@@ -102,7 +126,7 @@ def _error_text(error: BaseException) -> str:
 
 
 def run_batch_on_ray(
-    items: Sequence[BatchItem],
+    items: Sequence[Item],
     layout: BatchLayout,
     settings: BackendSettings,
     config: AgentConfig,
@@ -113,6 +137,7 @@ def run_batch_on_ray(
     max_image_pixels: int = MAX_PIXELS,
     progress: TextIO | None = None,
     init_options: dict[str, Any] | None = None,
+    video: VideoOptions = DEFAULT_VIDEO_OPTIONS,
 ) -> BatchResult:
     """Run every unfinished item on a Ray cluster, then write the dataset-level files (as ``runner.run_batch``). The
     output folder is prepared (``layout.prepare()``) once the workers have loaded their models.
@@ -126,6 +151,7 @@ def run_batch_on_ray(
         concurrency: items in flight per worker.
         max_image_pixels, progress: as ``runner.run_batch``.
         init_options: more ``ray.init`` keyword arguments (e.g. ``num_cpus`` for a local Ray).
+        video: how video items run (their workers load the video tracker when the batch has any).
 
     Raises:
         BackendError: Ray cannot start or be reached (nothing answers at the address within ``CONNECT_SECONDS``), no
@@ -138,10 +164,11 @@ def run_batch_on_ray(
     started_here = _join_ray(ray, address, init_options)
     slots: list[_Slot] = []
     try:
-        slots = _start_workers(ray, settings, config, workers, concurrency)
+        has_video = any(isinstance(item, VideoItem) for item in items)
+        slots = _start_workers(ray, settings, config, workers, concurrency, has_video)
         _wait_for_workers(ray, slots)
         layout.prepare()  # the batch starts: now its folder may be made (idempotent)
-        return _drive(ray, slots, items, layout, concurrency, max_image_pixels, progress)
+        return _drive(ray, slots, items, layout, concurrency, max_image_pixels, progress, video)
     finally:
         for slot in slots:
             ray.kill(slot.actor)
@@ -208,7 +235,7 @@ def check_reachable(address: str, source: str, seconds: float = CONNECT_SECONDS)
 
 
 def _start_workers(ray: Any, settings: BackendSettings, config: AgentConfig, workers: int | None,
-                   concurrency: int) -> list[_Slot]:
+                   concurrency: int, video: bool = False) -> list[_Slot]:
     """Create the worker actors (one GPU each when the cluster has GPUs, else one CPU) where the cluster has room
     now; they load their models in the background.
 
@@ -229,7 +256,7 @@ def _start_workers(ray: Any, settings: BackendSettings, config: AgentConfig, wor
     resources = {"num_gpus": 1} if gpus else {"num_cpus": 1}
     actor_class = ray.remote(BatchWorker).options(max_concurrency=concurrency + 1, **resources)
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-    return [_Slot(actor_class.remote(settings, config, concurrency, env)) for _ in range(count)]
+    return [_Slot(actor_class.remote(settings, config, concurrency, env, video)) for _ in range(count)]
 
 
 def _wait_for_workers(ray: Any, slots: list[_Slot]) -> None:
@@ -255,14 +282,15 @@ class _RayInFlight:
     worker with room (``concurrency`` items each), and its trace is written here when it comes back."""
 
     def __init__(self, ray: Any, slots: list[_Slot], book: BatchProgress, concurrency: int,
-                 max_image_pixels: int) -> None:
+                 max_image_pixels: int, video: VideoOptions = DEFAULT_VIDEO_OPTIONS) -> None:
         self._ray = ray
+        self._video = video
         self._slots = slots
         self._book = book
         self._concurrency = concurrency
         self._max_image_pixels = max_image_pixels
         self._queue = iter(book.todo)
-        self._refs: dict[Any, tuple[BatchItem, _Slot, float]] = {}
+        self._refs: dict[Any, tuple[Item, _Slot, float]] = {}
         self._stopped = False
 
     def run_all(self) -> None:
@@ -295,13 +323,22 @@ class _RayInFlight:
                 return
             slot = min(live, key=lambda s: s.busy)
             layout.begin_item(item)
-            try:
-                data = item.image.read_bytes()
-            except OSError as error:
-                reason = f"cannot read the image {item.image_ref}: {error.strerror or error}"
-                self._book.finished(item, layout.write_item(item, None, 0.0, reason))
-                continue
-            ref = slot.actor.run.remote(item, data, self._max_image_pixels)
+            if isinstance(item, VideoItem):
+                try:
+                    payload = clip_payload(item, self._video.caps)
+                except (InputError, OSError) as error:
+                    reason = f"cannot read the clip {item.video_ref}: {getattr(error, 'strerror', None) or error}"
+                    self._book.finished(item, layout.write_video_item(item, None, None, 0.0, reason))
+                    continue
+                ref = slot.actor.run_video.remote(item, payload, self._video)
+            else:
+                try:
+                    data = item.image.read_bytes()
+                except OSError as error:
+                    reason = f"cannot read the image {item.image_ref}: {error.strerror or error}"
+                    self._book.finished(item, layout.write_item(item, None, 0.0, reason))
+                    continue
+                ref = slot.actor.run.remote(item, data, self._max_image_pixels)
             slot.busy += 1
             self._refs[ref] = (item, slot, time.perf_counter())
 
@@ -317,18 +354,34 @@ class _RayInFlight:
             reason = f"the Ray worker running this item failed: {_error_text(error)}"
             trace, seconds = None, time.perf_counter() - submitted
         slot.ran += 1
-        self._book.finished(item, self._book.layout.write_item(item, trace, seconds, reason))
+        if isinstance(item, VideoItem):
+            self._book.finished(item, self._write_video(item, trace, seconds, reason))
+        else:
+            self._book.finished(item, self._book.layout.write_item(item, trace, seconds, reason))
+
+    def _write_video(self, item: VideoItem, trace: VideoTrace | None, seconds: float, reason: str | None) -> Any:
+        """Write a video item the worker ran; its overlay video (when asked for) from the driver's copy of the clip."""
+        layout = self._book.layout
+        if trace is None or not self._video.overlay_video:
+            return layout.write_video_item(item, trace, None, seconds, reason)
+        try:
+            clip = open_clip(item.video, self._video.caps)
+        except InputError as error:
+            return layout.write_video_item(item, None, None, seconds,
+                                           f"its overlay video could not be written: {error}")
+        with clip:
+            return layout.write_video_item(item, trace, clip, seconds, reason, overlay_video=True)
 
 
-def _drive(ray: Any, slots: list[_Slot], items: Sequence[BatchItem], layout: BatchLayout, concurrency: int,
-           max_image_pixels: int, progress: TextIO | None) -> BatchResult:
+def _drive(ray: Any, slots: list[_Slot], items: Sequence[Item], layout: BatchLayout, concurrency: int,
+           max_image_pixels: int, progress: TextIO | None, video: VideoOptions = DEFAULT_VIDEO_OPTIONS) -> BatchResult:
     """Run the unfinished items on the workers, then write the dataset-level files (also when stopped).
 
     Raises:
         BackendError: every worker died before the batch ended (what ran is kept).
     """
     book = BatchProgress(layout, items, progress)
-    in_flight = _RayInFlight(ray, slots, book, concurrency, max_image_pixels)
+    in_flight = _RayInFlight(ray, slots, book, concurrency, max_image_pixels, video)
     stopped = False
     try:
         in_flight.run_all()

@@ -1,6 +1,7 @@
 """Running a batch on one machine: several items in flight, a progress bar, resumable, stoppable.
 
-Each item runs as the CLI's ``run`` does (load the image, ``Agent.start``, iterate its events) in a worker thread;
+Each item runs as the CLI's ``run`` does (load the image, ``Agent.start``, iterate its events) in a worker thread, a
+video item as the ``video`` command does (``video_runner``);
 ``concurrency`` items are in flight at once over one set of loaded models (``agents.BatchAgents``). When an item
 ends, its trace and then its record are written (``layout.BatchLayout.write_item``); at the end of the batch, also
 a stopped one, the dataset-level files are rewritten from all records (``outputs.write_dataset_files``).
@@ -36,14 +37,16 @@ from ...messages import terminal_safe
 from ...trace.encode import photo_file_of
 from ...types import Trace
 from .agents import AgentSource
-from .items import BatchItem
+from .items import BatchItem, Item, VideoItem
 from .layout import BatchLayout
 from .outputs import write_dataset_files
-from .records import ANSWERED, ItemRecord
+from .records import ANSWERED, STOP_REASON, ItemRecord
+from .video_runner import DEFAULT_VIDEO_OPTIONS, VideoOptions, run_video_item
+
+__all__ = ["STOP_REASON", "BatchProgress", "BatchResult", "VideoOptions", "execute_item", "run_batch", "run_item"]
 
 logger = logging.getLogger(__name__)
 
-STOP_REASON = "stopped by the user (Ctrl-C or SIGTERM); a rerun runs this item again"
 # The main thread waits for items in slices this long, so Ctrl-C is seen within it even when the signal reached
 # another thread (a blocked wait is only interrupted in the thread the signal was delivered to).
 POLL_SECONDS = 0.2
@@ -75,7 +78,7 @@ class BatchResult:
         return 60.0 * self.ran / self.seconds if self.ran and self.seconds > 0 else 0.0
 
 
-def unfinished_items(items: Sequence[BatchItem], records: dict[str, ItemRecord]) -> list[BatchItem]:
+def unfinished_items(items: Sequence[Item], records: dict[str, ItemRecord]) -> list[Item]:
     """The items a run of the batch runs: those without a finished record (``records``: ``layout.read_records``;
     never run, changed since, failed or cancelled)."""
     return [item for item in items if not (item.id in records and records[item.id].finished)]
@@ -91,7 +94,7 @@ class BatchProgress:
         stream: where the progress bar and per-item failure lines go (``None``: nowhere).
     """
 
-    def __init__(self, layout: BatchLayout, items: Sequence[BatchItem], stream: TextIO | None) -> None:
+    def __init__(self, layout: BatchLayout, items: Sequence[Item], stream: TextIO | None) -> None:
         self.layout = layout
         self.items = list(items)
         self.records = layout.read_records(self.items)
@@ -104,7 +107,7 @@ class BatchProgress:
         self._bar = tqdm(total=len(self.items), initial=self.skipped, unit="item", desc="batch", file=stream,
                          disable=stream is None, dynamic_ncols=True, smoothing=0.1)
 
-    def finished(self, item: BatchItem, record: ItemRecord) -> None:
+    def finished(self, item: Item, record: ItemRecord) -> None:
         """Account for an item whose record was just written."""
         self.records[item.id] = record
         self.ran += 1
@@ -190,19 +193,23 @@ def _execute(item: BatchItem, image_source: ImageSource, agents: AgentSource, st
 
 
 def run_item(
-    item: BatchItem,
+    item: Item,
     layout: BatchLayout,
     agents: AgentSource,
     *,
     stop: threading.Event,
     max_image_pixels: int = MAX_PIXELS,
     started_runs: dict[str, AgentRun] | None = None,
+    video: VideoOptions = DEFAULT_VIDEO_OPTIONS,
 ) -> ItemRecord:
-    """Run one item (``execute_item``) and write its trace and record; returns the record.
+    """Run one item (``execute_item``; a video item: ``video_runner.run_video_item`` with ``video``) and write its
+    trace and record; returns the record.
 
     Raises:
         OSError: the output folder cannot be written.
     """
+    if isinstance(item, VideoItem):
+        return run_video_item(item, layout, agents, stop=stop, options=video, started_runs=started_runs)
     started = time.perf_counter()
     layout.begin_item(item)
     trace, reason = execute_item(item, item.image, agents, stop=stop, max_image_pixels=max_image_pixels,
@@ -215,14 +222,15 @@ class _InFlight:
     at a time, with the runs going so that a stop can cancel them."""
 
     def __init__(self, pool: ThreadPoolExecutor, book: BatchProgress, agents: AgentSource, concurrency: int,
-                 max_image_pixels: int) -> None:
+                 max_image_pixels: int, video: VideoOptions) -> None:
         self._pool = pool
+        self._video = video
         self._book = book
         self._agents = agents
         self._concurrency = concurrency
         self._max_image_pixels = max_image_pixels
         self._queue = iter(book.todo)
-        self._futures: dict[Future, BatchItem] = {}
+        self._futures: dict[Future, Item] = {}
         self._stop = threading.Event()
         self._runs: dict[str, AgentRun] = {}
 
@@ -253,7 +261,8 @@ class _InFlight:
             if item is None:
                 return
             future = self._pool.submit(run_item, item, self._book.layout, self._agents, stop=self._stop,
-                                       max_image_pixels=self._max_image_pixels, started_runs=self._runs)
+                                       max_image_pixels=self._max_image_pixels, started_runs=self._runs,
+                                       video=self._video)
             self._futures[future] = item
 
     def _collect(self, done: set[Future]) -> None:
@@ -268,13 +277,14 @@ class _InFlight:
 
 
 def run_batch(
-    items: Sequence[BatchItem],
+    items: Sequence[Item],
     layout: BatchLayout,
     agents: AgentSource,
     *,
     concurrency: int = 1,
     max_image_pixels: int = MAX_PIXELS,
     progress: TextIO | None = None,
+    video: VideoOptions = DEFAULT_VIDEO_OPTIONS,
 ) -> BatchResult:
     """Run every unfinished item, ``concurrency`` at a time, then write the dataset-level files.
 
@@ -285,6 +295,7 @@ def run_batch(
         concurrency: items in flight at once (>= 1).
         max_image_pixels: images with more pixels are recorded as failed.
         progress: stream for the progress bar and failure lines (``None``: silent).
+        video: how video items run (``video_runner.VideoOptions``); their tracker is ``agents.tracker``.
 
     Returns:
         the invocation's result. On Ctrl-C the items in flight are cancelled and written, the dataset files are
@@ -301,7 +312,7 @@ def run_batch(
     refused_before = gate.report().rate_limited if gate is not None else 0
     stopped = False
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch-item") as pool:
-        in_flight = _InFlight(pool, book, agents, concurrency, max_image_pixels)
+        in_flight = _InFlight(pool, book, agents, concurrency, max_image_pixels, video)
         try:
             in_flight.run_all()
         except KeyboardInterrupt:

@@ -8,7 +8,8 @@ record of a review, so two people on one folder, a page reload and an app restar
 The manifest is checked before any path in it is used (the folder may come from an uploaded .zip): an item's folder
 must be ``items/<name>`` with a safe name and stay inside the batch folder once symlinks are resolved; its trace, when
 it has one, is ``<folder>/trace.json``. Items without a trace (not run yet, or failed before their run started) are
-listed apart (``skipped``): there is nothing to review.
+listed apart (``skipped``): there is nothing to review; so are video items (a clip's tracks are not reviewed here, and
+the batch's ``coco.json``, whose ids the export keeps, holds photos only).
 
 The export (``coco``) is one COCO instance file for the whole batch, with the ids of the batch's own ``coco.json``:
 an item the agent answered keeps its image id and ``file_name`` there (``outputs.coco_ids``), and its query keeps its
@@ -87,7 +88,8 @@ class QueueItem:
 
 @dataclass(frozen=True)
 class SkippedItem:
-    """An item listed in the manifest that cannot be reviewed: ``status`` is ``pending`` or ``failed`` (no trace)."""
+    """An item listed in the manifest that cannot be reviewed: ``status`` is ``pending`` or ``failed`` (no trace), or
+    it is a video item (``image`` is then its clip as the input gave it, ``reason`` says so)."""
 
     id: str
     image: str
@@ -163,6 +165,10 @@ def _text(entry: dict[str, Any], key: str, number: int, optional: bool = False) 
     return value
 
 
+VIDEO_NOT_REVIEWED = ("a video item: the review queue takes photos; its masks are in its folder (palette PNGs, "
+                      "tracks_ytvis.json)")
+
+
 class ReviewQueue:
     """The reviewable items of one batch output folder, in input order (``items``), and those that are not
     (``skipped``). Open one with :meth:`open`."""
@@ -204,12 +210,16 @@ class ReviewQueue:
         for number, entry in enumerate(data["items"], start=1):
             if not isinstance(entry, dict):
                 raise InputError(f"{MANIFEST_FILE}: item {number} is not an object; the batch output is damaged")
-            item_id, image, query = (_text(entry, key, number) for key in ("id", "image", "query"))
+            video = entry.get("kind") == "video"  # photos only (see the module docstring)
+            item_id, image, query = (_text(entry, key, number) for key in ("id", "video" if video else "image", "query"))
             folder_text, trace = _text(entry, "folder", number), _text(entry, "trace", number, optional=True)
             status, reason = _text(entry, "status", number), _text(entry, "reason", number, optional=True)
             if item_id in seen:
                 raise InputError(f"{MANIFEST_FILE}: two items have the id {item_id!r}; the batch output is damaged")
             seen.add(item_id)
+            if video:
+                skipped.append(SkippedItem(item_id, image, query, status, VIDEO_NOT_REVIEWED))  # type: ignore[arg-type]
+                continue
             if status not in STATUSES or not _FOLDER.match(folder_text or ""):
                 raise InputError(f"{MANIFEST_FILE}: item {number} ({item_id!r}) has an unknown status or a folder "
                                  "outside items/; the batch output is damaged")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...deviations import summary_lines
 from ...errors import InputError
 from ...rle import decode_rle
 from ..batch.layout import BatchLayout
@@ -44,6 +45,8 @@ class Evaluation:
         breakdowns: ``{breakdown: {group: Metrics}}`` (``metrics.breakdowns``).
         notes: what the models were when that makes the numbers meaningless (``outputs.model_notes``).
         models: the VLMs that answered, as the records name them (sorted; for the published numbers' rows).
+        deviations: one line per deviation from the reference agent in effect in any run, with how many runs it was
+            in (``deviations.summary_lines``; docs/reference.md says what each is).
     """
 
     scores: list[SampleScore]
@@ -52,6 +55,7 @@ class Evaluation:
     breakdowns: dict[str, dict[str, Metrics]]
     notes: list[str]
     models: list[str] = field(default_factory=list)
+    deviations: list[str] = field(default_factory=list)
 
 
 def prediction_mask(record: ItemRecord, height: int, width: int) -> np.ndarray:
@@ -96,4 +100,5 @@ def evaluate(samples: Sequence[EvalSample], layout: BatchLayout) -> Evaluation:
         result = score_sample(sample, record)
         (scores if isinstance(result, SampleScore) else unscored).append(result)
     models = sorted({r.models["vlm"] for r in records if r.models.get("vlm")})
-    return Evaluation(scores, unscored, summarize(scores), breakdowns(scores), model_notes(records), models)
+    return Evaluation(scores, unscored, summarize(scores), breakdowns(scores), model_notes(records), models,
+                      summary_lines([r.deviations for r in records]))

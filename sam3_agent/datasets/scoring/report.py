@@ -155,6 +155,7 @@ def _metrics_document(evaluation: Evaluation, title: str, protocol: ProtocolRun 
     return {
         "title": title,
         "notes": evaluation.notes,
+        "deviations": evaluation.deviations,
         "protocol": None if protocol is None else protocol.to_json(evaluation.metrics),
         "metrics": evaluation.metrics.to_json(),
         "breakdowns": {name: {g: m.to_json() for g, m in groups.items()}
@@ -200,6 +201,7 @@ def _page(evaluation: Evaluation, title: str, plots: Sequence[str], figures: Seq
     protocol_html = "" if protocol is None else (
         "<h2>Protocol</h2><pre>" + html.escape("\n".join(protocol.lines(evaluation.metrics))) + "</pre>")
     notes_html = "".join(f'<p class="note">{html.escape(note)}</p>' for note in evaluation.notes)
+    deviations_html = "".join(f"<li>{html.escape(line)}</li>" for line in evaluation.deviations) or "<li>none recorded</li>"
     unscored_html = "".join(f"<li>{html.escape(u.id)}: {html.escape(u.reason)}</li>" for u in evaluation.unscored)
     frame_html = "".join(f"<li>{html.escape(s.id)}: {html.escape(s.note)}</li>" for s in evaluation.scores if s.note)
     breakdown_html = "".join(f"<h3>by {html.escape(name)}</h3>{_table(groups)}"
@@ -225,6 +227,10 @@ figure img {{ max-width: 100%; }}
 intersection over cumulative union; P@t: fraction of samples with a target whose IoU &ge; t. Failed runs and
 runs that ran out of rounds count as empty answers. Files: <a href="metrics.json">metrics.json</a>,
 <a href="samples.csv">samples.csv</a>.</p>
+<h2>Deviations from the reference agent</h2>
+<p>Where these runs differed from the agent whose accuracy the SAM 3 paper reports, and in how many runs (what each
+is, why and what it costs: docs/reference.md).</p>
+<ul>{deviations_html}</ul>
 <h2>Breakdowns</h2>
 {breakdown_html}
 <h2>Plots</h2>

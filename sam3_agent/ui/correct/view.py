@@ -17,12 +17,13 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ...correct.edits import MaskItem, items_from_masks, rounds_with_masks
+from ...correct.edits import MaskItem, agent_items, rounds_with_masks
 from ...imaging.draw import FILL_ALPHA, DrawStyle, draw_label, mask_colors
 from ...imaging.labels import label_boxes
 from ...imaging.overlay import render_numbered_overlay
 from ...mask_set import Masks
 from ...types import Trace
+from ...verification import NOT_CONFIRMED
 from ..html import image_data_url
 from .actions import pending_prompt
 from .geometry import ViewGeometry, view_mask
@@ -76,7 +77,8 @@ def mask_rows(session: CorrectSession) -> list[MaskRow]:
 
 
 def _choice_text(number: int, item: MaskItem) -> str:
-    return f"{number}: {item.label} ({item.origin}{', edited' if item.edited else ''})"
+    unconfirmed = ", not confirmed by verification" if item.check == NOT_CONFIRMED else ""
+    return f"{number}: {item.label} ({item.origin}{unconfirmed}{', edited' if item.edited else ''})"
 
 
 def shown_choices(session: CorrectSession) -> tuple[list[tuple[str, int]], list[int]]:
@@ -101,34 +103,44 @@ def round_choices(trace: Trace) -> list[tuple[str, int]]:
     ]
 
 
-def rejected_numbers(trace: Trace) -> dict[int, set[int]]:
-    """Round index -> the mask numbers of that round's masks that a later ``examine_each_mask`` rejected.
+def later_verdicts(trace: Trace) -> dict[int, dict[int, str]]:
+    """Round index -> mask number -> the verdict (``"reject"`` or ``"unconfirmed"``) a later ``examine_each_mask``
+    gave that round's mask; accepted masks are not listed.
 
-    A verification examines the masks shown just before it (its verdicts use their numbers), so a rejection marks
+    A verification examines the masks shown just before it (its verdicts use their numbers), so a verdict marks
     every round that showed those very masks.
     """
     shown: list[tuple[int, Masks]] = []
-    rejected: dict[int, set[int]] = {}
+    marked: dict[int, dict[int, str]] = {}
     for r in trace.rounds:
         verdicts = r.result.verdicts if r.result is not None else ()
         if verdicts and shown:
             examined = shown[-1][1]
-            numbers = {v.mask_number for v in verdicts if v.verdict == "reject"}
+            numbers = {v.mask_number: v.verdict for v in verdicts if v.verdict != "accept"}
             for index, masks in shown:
                 if masks == examined:
-                    rejected.setdefault(index, set()).update(numbers)
+                    marked.setdefault(index, {}).update(numbers)
         if r.result is not None and r.result.masks is not None and len(r.result.masks) > 0:
             shown.append((r.index, r.result.masks))
-    return rejected
+    return marked
+
+
+def rejected_numbers(trace: Trace) -> dict[int, set[int]]:
+    """Round index -> the mask numbers of that round's masks that a later ``examine_each_mask`` rejected."""
+    return {index: {n for n, verdict in numbers.items() if verdict == "reject"}
+            for index, numbers in later_verdicts(trace).items()}
+
+
+VERDICT_MARKS = {"reject": "rejected by verification", "unconfirmed": "kept, not confirmed by verification"}
 
 
 def mask_number_choices(trace: Trace, round_index: int | None) -> list[tuple[str, int]]:
-    """``(text, number)`` per mask (1-based) shown in round ``round_index``, "rejected by verification" marked;
-    empty when it left none."""
-    rejected = rejected_numbers(trace).get(round_index, set()) if round_index is not None else set()
+    """``(text, number)`` per mask (1-based) shown in round ``round_index``, "rejected by verification" and "kept, not
+    confirmed by verification" marked; empty when it left none."""
+    marked = later_verdicts(trace).get(round_index, {}) if round_index is not None else {}
     for index, masks in rounds_with_masks(trace):
         if index == round_index:
-            return [(f"{n} (rejected by verification)" if n in rejected else str(n), n)
+            return [(f"{n} ({VERDICT_MARKS[marked[n]]})" if n in marked else str(n), n)
                     for n in range(1, len(masks) + 1)]
     return []
 
@@ -261,7 +273,7 @@ def corrected_overlay(session: CorrectSession) -> Image.Image:
 
 def agent_overlay(session: CorrectSession) -> Image.Image:
     """The agent's own answer at the view size (numbered and coloured like the corrected one, in the same style)."""
-    items = items_from_masks(session.trace.final_masks, session.state.label)
+    items = agent_items(session.trace, session.state.label)
     return render_items(session.view, session.geometry, items, range(len(items)), opacity=session.opacity,
                         outline=session.outline)
 

@@ -149,7 +149,7 @@ class InspectHandlers:
                      "to see them and go on editing.")
         overlay = final_image(trace)
         return (key, render_status(StatusLine(line.kind, text)), 1, gr.update(visible=bool(rounds)),
-                gr.update(value=overlay, visible=overlay is not None), render_final_masks(final_mask_rows(trace.final_masks)))
+                gr.update(value=overlay, visible=overlay is not None), render_final_masks(final_mask_rows(trace)))
 
     def show_tracks(self, key: str | None) -> tuple[Any, Any, Any, Any, Any]:
         """(tracks group, slider, picture, caption, objects table) once a trace is loaded: shown with frame 0 for a

@@ -80,7 +80,7 @@ def run_outputs(view: RunView, page: RunPage, stopping: StatusLine | None = None
         live=live_update(page.live_parts(live)),
         context=page.context_html(view.context),
         final_image=str(answer.overlay) if answer is not None and answer.overlay is not None else None,
-        final_masks=render_final_masks(final_mask_rows(view.final_masks)) if ended else "",
+        final_masks=render_final_masks(final_mask_rows(view.trace)) if ended else "",
         downloads=[str(answer.masks)] if answer is not None else None,
         answer=gr.update(visible=ended),
     )

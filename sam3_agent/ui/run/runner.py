@@ -37,6 +37,7 @@ from ...shared import SharedObject
 from ...trace.io import TraceWriter, trace_files, zip_files
 from ...trace.writer import write_atomic
 from ...types import Trace
+from ...verification import final_mask_checks
 from ...vlm.base import VLM
 from ...vlm.image_fit import ImageLimits, limits_of
 from ...vlm.scripted import Response, ScriptedVLM, load_run_script
@@ -234,7 +235,8 @@ class AgentFactory(SharedObject):
         vlm, verifier = self._vlms(backends)
         batch = int(backends.settings.get("verify_batch_size") or DEFAULT_VERIFY_BATCH_SIZE)  # the GPU memory plan's
         config = AgentConfig(max_rounds=int(max_rounds), score_threshold=float(score_threshold), verify_batch_size=batch,
-                             tool_format=self.settings.tool_format)  # type: ignore[arg-type]
+                             tool_format=self.settings.tool_format,  # type: ignore[arg-type]
+                             dense_tiles=self.settings.dense_tiles)
         return Agent(vlm, backends.segmenter, config, self.prompts, verifier, backends.settings)
 
 
@@ -277,7 +279,7 @@ def write_masks_file(trace: Trace, folder: Path) -> Path:
     the run ended without masks), read from their RLE."""
     folder.mkdir(parents=True, exist_ok=True)
     final = trace.final_masks
-    results = to_coco_results(final) if final is not None and len(final) else []
+    results = to_coco_results(final, checks=final_mask_checks(trace)) if final is not None and len(final) else []
     path = folder / MASKS_FILE
     write_atomic(path, json.dumps(results, indent=1).encode("utf-8"))
     return path
