@@ -22,7 +22,7 @@ def video_eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO)
     from ..datasets.scoring.video_batch import evaluate_video_batch, video_items
     from ..datasets.scoring.video_evaluate import PROTOCOLS, protocol_named
     from ..datasets.scoring.video_report import VideoProtocolRun, format_video_metrics, write_video_report
-    from .datasets import _exit_status, _report_batch, _run_batch
+    from .batch_steps import exit_status, report_batch, run_batch
     from .flags import clip_caps
 
     split = args.split or "valid"
@@ -41,10 +41,10 @@ def video_eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO)
         return EXIT_INPUT
     stdout.write(f"{len(selected)} expression(s) from {args.dataset} (revos, protocol {protocol.name}, split "
                  f"{split}), each a clip of its video's frames\n")
-    layout, result, status = _run_batch(items, args, stdout, stderr)
+    layout, result, status = run_batch(items, args, stdout, stderr)
     if result is None:
         return status  # type: ignore[return-value]
-    _report_batch(result, args.out, stdout, notes=False)  # the metrics below carry the notes
+    report_batch(result, args.out, stdout, notes=False)  # the metrics below carry the notes
     scored = evaluate_video_batch(selected, items, layout, protocol.name)
     run = VideoProtocolRun(split=split, dataset_expressions=len(samples), selected=len(selected))
     try:
@@ -60,4 +60,4 @@ def video_eval_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO)
     stdout.write(f"Wrote {page}\n")
     if result.stopped:
         stderr.write("error: stopped by the user; the report covers the finished expressions; run again to go on\n")
-    return _exit_status(result)
+    return exit_status(result)
