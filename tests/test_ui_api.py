@@ -78,9 +78,9 @@ def test_two_clients_at_once_get_their_own_images_queries_and_results(app_url):
     assert {m.images[0].image.size for m in b.messages if m.images} == {(640, 427)}
 
 
-def test_the_api_shows_only_the_segment_endpoint(app_url):
+def test_the_api_shows_only_the_segment_endpoints(app_url):
     api = Client(app_url, verbose=False).view_api(return_format="dict", print_info=False)
-    assert list(api["named_endpoints"]) == ["/segment"]
+    assert list(api["named_endpoints"]) == ["/segment", "/segment_video"]
     segment = api["named_endpoints"]["/segment"]
     assert [p["parameter_name"] for p in segment["parameters"]] == ["image", "query"]
     assert len(segment["returns"]) == 2

@@ -64,7 +64,7 @@ def segment_video(factory: AgentFactory, root: Path, caps: ClipCaps, clip_path: 
         clip.close()
         raise gr.Error(str(error)) from None
     try:
-        last = time.monotonic()
+        last = float("-inf")  # the first event yields at once: from then on Gradio can stop a cancelled job
         for _event in run:
             if time.monotonic() - last >= API_YIELD_INTERVAL_S:
                 yield gr.skip(), gr.skip(), gr.skip()
