@@ -38,8 +38,8 @@ from browser_app import (
     show_tab,
     slow_server,
 )
-from playwright.sync_api import Page, expect
 from PIL import Image
+from playwright.sync_api import Page, expect
 
 from sam3_agent.rle import decode_rle
 from sam3_agent.video.saved import load_video_trace_zip
