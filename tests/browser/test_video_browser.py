@@ -53,7 +53,7 @@ DOWNLOADS = ("masks_palette_png.zip", "tracks_ytvis.json", "video_trace.zip", "o
 WATCH_ANNOUNCEMENTS = """
 window.__said = [];
 new MutationObserver(() => {
-  const region = document.getElementById('video-progress-live');
+  const region = document.querySelector('#video-progress-live [role=status]');  // what a screen reader reads
   const text = region ? region.textContent.trim() : '';
   if (text && window.__said[window.__said.length - 1] !== text) window.__said.push(text);
 }).observe(document, {childList: true, subtree: true, characterData: true});
@@ -175,7 +175,7 @@ def test_a_clip_goes_from_upload_through_a_fixed_frame_to_downloads_of_every_fra
     # what a screen reader was told: quarters and ends, never frame by frame
     tracking = [text for text in said if text.startswith("Tracking")]
     assert tracking and tracking[-1].startswith("Tracking: 49 of 49 frames, done")
-    assert all(text.startswith(("Tracking", "Re-propagating", "Writing the overlay video")) for text in said)
+    assert all(text.startswith(("Tracking", "Re-propagating", "Writing the overlay video")) for text in said), said
     assert len(tracking) <= 6 and any(text.startswith("Re-propagating: 38 of 38 frames, done") for text in said)
 
     trace = load_video_trace_zip(files["video_trace.zip"])
