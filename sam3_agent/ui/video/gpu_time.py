@@ -17,6 +17,11 @@ from ...models.zerogpu import on_zero_gpu
 from ...video.clip_info import ClipInfo
 
 
+# ZeroGPU's daily GPU time per visitor (Hugging Face's ZeroGPU docs, 2026: FACTS.md), smallest first
+DAILY_QUOTAS = (("a visitor who is not logged in (2 min)", 120), ("a free Hugging Face account (5 min)", 300),
+                ("a PRO account (40 min)", 2400))
+
+
 @dataclass(frozen=True)
 class TrackingAsk:
     """GPU seconds a run's tracking asks for in all (``seconds``), in ``calls`` calls of at most ``largest`` s."""
@@ -58,11 +63,14 @@ def gpu_words(info: ClipInfo) -> str:
     if one.calls == 0:
         return ("This clip has one frame: after the agent's run on it there is nothing to track, so it asks for no "
                 "GPU time beyond that run's model calls.")
-    return (f"On this Space, tracking this clip ({info.frame_count} frames) asks ZeroGPU for about "
-            f"{math.ceil(one.seconds)} s of GPU for one object, in {one.calls} call{'s' if one.calls != 1 else ''} of "
-            f"at most {math.ceil(one.largest)} s (each further object adds about {math.ceil(more)} s), after the "
-            "agent's run on the keyframe, whose model calls each ask for their own few seconds. A visitor who is not "
-            "logged in gets 2 minutes of GPU a day; log in to Hugging Face for 5.")
+    seconds = math.ceil(one.seconds)
+    fits = next((who for who, quota in DAILY_QUOTAS if seconds <= quota), None)
+    verdict = (f"That fits the daily GPU time of {fits}." if fits is not None else
+               "That is more than any account's daily GPU time: trim the clip, or run the app on your own GPU.")
+    return (f"On this Space, tracking this clip ({info.frame_count} frames) asks ZeroGPU for about {seconds} s of GPU "
+            f"for one object, in {one.calls} call{'s' if one.calls != 1 else ''} of at most {math.ceil(one.largest)} s "
+            f"(each further object adds about {math.ceil(more)} s), after the agent's run on the keyframe, whose model "
+            f"calls each ask for their own few seconds. {verdict}")
 
 
 def gpu_note(info: ClipInfo) -> str:
