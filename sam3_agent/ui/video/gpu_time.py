@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from ...models.zerogpu import on_zero_gpu
 from ...video.clip_info import ClipInfo
 
-
 # ZeroGPU's daily GPU time per visitor (Hugging Face's ZeroGPU docs, 2026: FACTS.md), smallest first
 DAILY_QUOTAS = (("a visitor who is not logged in (2 min)", 120), ("a free Hugging Face account (5 min)", 300),
                 ("a PRO account (40 min)", 2400))
