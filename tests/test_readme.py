@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # docs/ pages in the order their blocks run: a later page may use what an earlier one wrote (out/ of the CLI run)
-DOC_PAGES = ("cli.md", "app.md", "serving.md", "replies.md", "gpu.md", "traces.md", "decoding.md", "models.md",
+DOC_PAGES = ("cli.md", "video.md", "app.md", "serving.md", "replies.md", "gpu.md", "traces.md", "decoding.md", "models.md",
              "correcting.md", "datasets.md", "benchmark.md", "reference.md", "testing.md")
 DOCS = [README] + [ROOT / "docs" / name for name in DOC_PAGES]
 COMMAND_TIMEOUT_S = 600  # one command or script, on a busy 2-core machine

@@ -1,5 +1,6 @@
 """What the Video tab tells a ZeroGPU Space's visitor a clip asks for, before Run: the tracker's own GPU calls added
-up (``models.gpu_calls``: one call per chunk of frames, each asking for its frames), and whose daily time it fits."""
+up (``models.gpu_calls``: one call per chunk of frames, each asking for its frames), what ZeroGPU counts of it (x1.5 on
+the half card) and whose daily time that fits."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ def test_a_10_s_1080p_clip_asks_for_its_calls_and_fits_a_free_account():
     assert (round(ask.seconds, 2), ask.calls, round(ask.largest, 2)) == (127.85, 4, 40.1)
     assert gpu_words(_clip(10)) == (
         "On this Space, tracking this clip (250 frames) asks ZeroGPU for about 128 s of GPU for one object, in 4 calls "
-        "of at most 41 s (each further object adds about 16 s), after the agent's run on the keyframe, whose model "
-        "calls each ask for their own few seconds. That fits the daily GPU time of a free Hugging Face account (5 min).")
+        "of at most 41 s (each further object adds about 16 s), counted as 192 s against the daily quota, after the "
+        "agent's run on the keyframe, whose model calls each ask for their own few seconds. That fits the daily GPU "
+        "time of a free Hugging Face account (5 min).")
 
 
 def test_a_60_s_1080p_clip_needs_a_pro_account():
@@ -34,7 +36,7 @@ def test_the_bundled_clip_fits_a_visitor_without_an_account():
 
 
 def test_a_clip_beyond_every_quota_is_told_so():
-    assert gpu_words(_clip(240)).endswith(
+    assert gpu_words(_clip(150)).endswith(
         "That is more than any account's daily GPU time: trim the clip, or run the app on your own GPU.")
 
 

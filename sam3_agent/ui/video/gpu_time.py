@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...models.zerogpu import on_zero_gpu
+from ...models.zerogpu import DURATION_FACTOR, on_zero_gpu
 from ...video.clip_info import ClipInfo
 
 # ZeroGPU's daily GPU time per visitor (Hugging Face's ZeroGPU docs, 2026: FACTS.md), smallest first
@@ -63,13 +63,14 @@ def gpu_words(info: ClipInfo) -> str:
         return ("This clip has one frame: after the agent's run on it there is nothing to track, so it asks for no "
                 "GPU time beyond that run's model calls.")
     seconds = math.ceil(one.seconds)
-    fits = next((who for who, quota in DAILY_QUOTAS if seconds <= quota), None)
+    counted = math.ceil(one.seconds * DURATION_FACTOR)  # what ZeroGPU holds against the quota
+    fits = next((who for who, quota in DAILY_QUOTAS if counted <= quota), None)
     verdict = (f"That fits the daily GPU time of {fits}." if fits is not None else
                "That is more than any account's daily GPU time: trim the clip, or run the app on your own GPU.")
     return (f"On this Space, tracking this clip ({info.frame_count} frames) asks ZeroGPU for about {seconds} s of GPU "
             f"for one object, in {one.calls} call{'s' if one.calls != 1 else ''} of at most {math.ceil(one.largest)} s "
-            f"(each further object adds about {math.ceil(more)} s), after the agent's run on the keyframe, whose model "
-            f"calls each ask for their own few seconds. {verdict}")
+            f"(each further object adds about {math.ceil(more)} s), counted as {counted} s against the daily quota, "
+            f"after the agent's run on the keyframe, whose model calls each ask for their own few seconds. {verdict}")
 
 
 def gpu_note(info: ClipInfo) -> str:
