@@ -41,6 +41,7 @@ SKIPPED = {
     "python -m sam3_agent.bench.families": "takes minutes; tests/test_bench_families.py runs it at a tiny size",
     "python -m sam3_agent.bench.labels": "the python block after it runs the same on one photo; tests/"
                                          "test_label_legibility.py and tests/test_dense_tiles.py run its measures",
+    "python -m sam3_agent.bench.video": "takes minutes; tests/test_bench_video.py runs it at 30 and 60 frames",
     "python -m sam3_agent.bench": "takes minutes; tests/test_speed_small_and_bench.py runs the benchmark's code",
     "vllm serve": "serves the VLM on a CUDA GPU with the vllm package; tests/test_vlm_openai_server.py drives the "
                   "client against a local server",
