@@ -88,8 +88,10 @@ def test_nothing_initialises_cuda_or_runs_a_model_before_a_gpu_call(started):
 
 
 def test_the_models_are_loaded_for_cuda_the_zerogpu_way(started):
-    # no device_map: the weights are read into host memory and .to("cuda") is recorded by spaces
-    assert sorted(started["moved_to_cuda"]) == ["Qwen3VLForConditionalGeneration", "Sam3Model", "Sam3TrackerModel"]
+    # no device_map: the weights are read into host memory and .to("cuda") is recorded by spaces (the video tracker
+    # too, for the Video tab)
+    assert sorted(started["moved_to_cuda"]) == ["Qwen3VLForConditionalGeneration", "Sam3Model", "Sam3TrackerModel",
+                                                "Sam3TrackerVideoModel"]
     assert started["vlm"] == ["cuda", "torch.bfloat16"]
     assert started["sam3"] == "torch.float32"
 

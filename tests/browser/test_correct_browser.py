@@ -172,7 +172,7 @@ def test_the_exported_coco_has_the_agent_mask_and_the_two_hand_made_ones(correct
     assert coco.imgs[1]["width"] == 600 and coco.imgs[1]["height"] == 400
     assert len(annotations) == 3
     assert [a["attributes"] for a in annotations] == [
-        {"edited_by_hand": False, "origin": "agent"},
+        {"edited_by_hand": False, "origin": "agent", "verification": "confirmed"},
         {"edited_by_hand": True, "origin": "brush"},
         {"edited_by_hand": True, "origin": "clicks"},
     ]
