@@ -32,13 +32,6 @@ from .session import PendingFix, VideoSessions
 
 logger = logging.getLogger(__name__)
 
-STREAM_INTERVAL_S = 0.05  # token-only and frame-only updates at most 20 a second (ui.run.handlers' pace)
-TOUCH_INTERVAL_S = 60.0  # a long run marks its session used this often, so the store never drops it meanwhile
-STOP_GRACE_S = 5.0  # Stop waits this long for the work to end by itself
-DOWNLOAD_POLL_S = 0.5  # how often the overlay video's progress is shown while it is written
-STOPPING = "Stopping: tracking ends after the frame in progress; every frame tracked until then is kept."
-
-
 
 def owner_of(request: Any) -> str | None:
     return getattr(request, "session_hash", None) if request is not None else None
