@@ -3,6 +3,9 @@
 A tool never raises for a model mistake: bad arguments or an illegal order become a
 ``ToolOutcome`` whose reply explains the mistake (texts in ``prompts/feedback.toml``). Backend
 faults (``BackendError``) propagate to the agent.
+
+A few lines over 400: the four tools' checks and effects read best side by side (their texts, feedback keys and the
+state they share); the view drawing and verification they call already live in ``imaging`` and ``verify``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """A batch output opened for review: its items in order, each item's review state, and one COCO file of the
 corrected dataset.
 
+Just over 400 lines, kept whole: the queue's reading of the manifest and its one COCO file share the safety checks
+below; splitting them would pass those checks between modules.
+
 The queue is read from the batch's ``manifest.json`` (``outputs``) whenever it is opened, so a batch resumed meanwhile
 shows its new items, and every state is read from the items' ``review.json`` (``review``): those files are the only
 record of a review, so two people on one folder, a page reload and an app restart all see the same states.
